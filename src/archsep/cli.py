@@ -1,0 +1,83 @@
+"""The `archsep` command line. User mistakes print one line and exit with code 2."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import ArchsepError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        print(f"archsep: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _positive_int(field: str):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{field}: expected a positive integer, got '{text}'") from None
+        if v < 1:
+            raise argparse.ArgumentTypeError(f"{field}: expected a positive integer, got '{text}'")
+        return v
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .presets import PRESETS
+
+    p = _Parser(prog="archsep", description="Architecture separations: Transformers vs FFNs and RNNs.")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+
+    r = sub.add_parser("reproduce", help="run a figure preset end to end")
+    r.add_argument("preset", help=f"one of: {', '.join(PRESETS.names())}")
+    r.add_argument("--quick", action="store_true", help="the CPU-sized version")
+    r.add_argument("--out", help="output directory (default results/<preset>[-quick])")
+    r.add_argument("--workers", type=_positive_int("--workers"), help="worker processes (default: CPU cores)")
+    r.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    r.add_argument("--no-progress", action="store_true")
+
+    sub.add_parser("list", help="list presets, tasks, architectures and links")
+    return p
+
+
+def cmd_reproduce(a: argparse.Namespace) -> int:
+    from .presets import PRESETS
+    from .reproduce import reproduce, text_summary
+
+    PRESETS.get(a.preset)  # unknown preset -> one-line error before any work
+    summary = reproduce(a.preset, a.quick, a.out, a.workers, a.device, progress=not a.no_progress)
+    print(text_summary(PRESETS.get(a.preset), summary))
+    return 0
+
+
+def cmd_list(a: argparse.Namespace) -> int:
+    from .models import MODELS
+    from .presets import PRESETS
+    from .tasks import TASKS
+    from .tasks.links import LINKS
+
+    for title, reg in (("presets", PRESETS), ("tasks", TASKS), ("archs", MODELS), ("links", LINKS)):
+        print(f"{title}: {', '.join(reg.names())}")
+    return 0
+
+
+COMMANDS = {"reproduce": cmd_reproduce, "list": cmd_list}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.cmd](args)
+    except ArchsepError as e:
+        print(f"archsep: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("archsep: interrupted; finished runs are saved and will be reused", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""Typed run configuration. A run's identity is the hash of its canonical config."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from .errors import ArchsepError, check
+from .models import MODELS, ModelConfig
+from .registry import from_params
+from .tasks import TASKS, Task
+
+FORMAT_VERSION = 1  # bump when the meaning of a stored result changes
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Online training: a fresh batch every step; thresholds are on the task metric
+    (MSE for regression, error = 1 - accuracy for classification)."""
+
+    lr: float = 1e-3
+    weight_decay: float = 0.1
+    batch_size: int = 64
+    budget: int = 200_000  # samples; a run that has not reached the threshold by then is censored
+    threshold: float = 0.7
+    eval_every: int = 10  # steps between held-out evaluations: the resolution is eval_every*batch_size
+    eval_size: int = 5000  # held-out examples, drawn once from the test seed, same distribution
+    # 'every': held-out evaluation every eval_every steps. 'progressive': the same schedule, but a
+    # scheduled evaluation is skipped while the mean pre-update loss on the last eval_every fresh
+    # training batches (an unbiased risk estimate) is above progressive_slack * threshold.
+    eval_mode: Literal["every", "progressive"] = "progressive"
+    progressive_slack: float = 1.2
+    curve_every: int = 10  # while skipping, still evaluate every curve_every-th scheduled point
+    diverge_factor: float = 100.0  # held-out metric above factor*baseline (or NaN) = diverged
+    stop_at_threshold: bool = True
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        check(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
+        check(self.weight_decay >= 0, "weight_decay", f"must be >= 0, got {self.weight_decay}")
+        check(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
+        check(self.budget >= self.batch_size, "budget", f"must be >= batch_size={self.batch_size}, got {self.budget}")
+        check(self.threshold > 0, "threshold", f"must be > 0, got {self.threshold}")
+        check(self.eval_every >= 1, "eval_every", f"must be >= 1, got {self.eval_every}")
+        check(self.eval_size >= 1, "eval_size", f"must be >= 1, got {self.eval_size}")
+        check(self.progressive_slack >= 1, "progressive_slack", f"must be >= 1, got {self.progressive_slack}")
+        check(self.curve_every >= 1, "curve_every", f"must be >= 1, got {self.curve_every}")
+        check(self.diverge_factor > 1, "diverge_factor", f"must be > 1, got {self.diverge_factor}")
+        resolve_device(self.device)
+
+    @property
+    def resolution(self) -> int:
+        return self.eval_every * self.batch_size
+
+
+def resolve_device(name: str) -> torch.device:
+    check(name in ("auto", "cpu", "cuda") or name.startswith("cuda:"), "device",
+          f"unknown value '{name}'; allowed: auto, cpu, cuda")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ArchsepError(f"device: '{name}' asked for but no CUDA device is available; use --device cpu or auto")
+    return torch.device(name)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One training run: a task, a model, training settings and one seed.
+    `seed` derives independent seeds for the task instance, the training stream, the model
+    initialisation and the test set."""
+
+    task: str
+    arch: str
+    task_params: dict = field(default_factory=dict)
+    model_params: dict = field(default_factory=dict)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    seed: int = 0
+    label: str = ""  # the name plots and tables use for the architecture, e.g. "TF"
+
+    def __post_init__(self) -> None:
+        self.build_task()  # validate eagerly: a bad config fails before anything runs
+        self.model_config()
+
+    # --- seeds -----------------------------------------------------------------------------
+    def derived_seed(self, role: Literal["task", "train", "init", "test"]) -> int:
+        return derive_seed(self.seed, role)
+
+    # --- builders ------------------------------------------------------------------------
+    def build_task(self) -> Task:
+        params = {"seed": self.derived_seed("task"), **self.task_params}
+        return TASKS.build(self.task, **params)
+
+    def model_config(self) -> ModelConfig:
+        return MODELS.build(self.arch, **self.model_params)
+
+    # --- identity ------------------------------------------------------------------------
+    def canonical(self) -> dict:
+        return {
+            "format": FORMAT_VERSION,
+            "task": self.task,
+            "task_params": self.build_task().params(),
+            "arch": self.arch,
+            "model_params": self.model_config().params(),
+            "train": {k: v for k, v in dataclasses.asdict(self.train).items() if k != "device"},
+            "seed": self.seed,
+        }
+
+    @property
+    def run_id(self) -> str:
+        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
+        d = dict(d)
+        train = from_params(TrainConfig, d.pop("train", {}) or {}, "train")
+        for key in ("task_params", "model_params"):
+            if not isinstance(d.get(key, {}), dict):
+                raise ArchsepError(f"{key}: expected a table of parameters, got {d[key]!r}")
+        run = from_params(_RunFields, d, "run")
+        return cls(train=train, **dataclasses.asdict(run))
+
+
+@dataclass(frozen=True)
+class _RunFields:
+    task: str
+    arch: str
+    task_params: dict = field(default_factory=dict)
+    model_params: dict = field(default_factory=dict)
+    seed: int = 0
+    label: str = ""
+
+
+def derive_seed(seed: int, role: str) -> int:
+    """A 63-bit seed for one role, independent across roles and run seeds."""
+    return int.from_bytes(hashlib.sha256(f"archsep:{seed}:{role}".encode()).digest()[:8], "big") >> 1

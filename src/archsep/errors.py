@@ -1,0 +1,28 @@
+"""User-facing errors: the CLI prints them as one line and exits with code 2."""
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+
+class ArchsepError(Exception):
+    """A mistake in the user's input (parameters, configs, paths). Never a bug."""
+
+
+def closest(name: str, allowed: Iterable[str]) -> str:
+    """' (did you mean X?)' for the nearest allowed name, or ''."""
+    match = difflib.get_close_matches(str(name), list(allowed), n=1, cutoff=0.5)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def unknown(field: str, value: object, allowed: Iterable[str]) -> ArchsepError:
+    allowed = sorted(allowed)
+    return ArchsepError(
+        f"{field}: unknown value '{value}'{closest(str(value), allowed)}; allowed: {', '.join(allowed)}"
+    )
+
+
+def check(cond: bool, field: str, message: str) -> None:
+    """Raise an ArchsepError naming `field` unless `cond`."""
+    if not cond:
+        raise ArchsepError(f"{field}: {message}")

@@ -1,0 +1,46 @@
+"""The shared model interface: every model maps a batch (B, L, D) float or (B, L) long to
+per-position outputs (B, L, output_dim), so every task runs on every model.
+
+A model is declared by a frozen config dataclass (typed, rejects unknown keys) whose `build`
+makes the `nn.Module` for a task's `TaskSpec`.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from ..tasks.base import TaskSpec
+
+
+class ModelConfig(abc.ABC):
+    registry_name: ClassVar[str]
+
+    @abc.abstractmethod
+    def build(self, spec: TaskSpec) -> "SeqModel": ...
+
+    def params(self) -> dict:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+
+class SeqModel(nn.Module):
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def state_size(self, seq_len: int) -> int | None:
+        """Floats a recurrent model carries from one position to the next (None: not recurrent).
+        For an attention model this is a KV cache that grows with the length, reported by
+        `cache_size` instead."""
+        return None
+
+
+def input_layer(spec: TaskSpec, width: int | None) -> nn.Module:
+    """Token ids -> embeddings; vectors -> a linear map to `width`, or unchanged when None."""
+    if spec.input == "tokens":
+        if width is None:
+            raise ValueError("a token task needs a model width")
+        return nn.Embedding(spec.input_dim, width)
+    return nn.Identity() if width is None else nn.Linear(spec.input_dim, width)

@@ -1,0 +1,54 @@
+"""Bidirectional recurrent networks: vanilla ReLU/tanh, GRU, LSTM, with a linear readout."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+
+from ..errors import check
+from ..tasks.base import TaskSpec
+from .base import ModelConfig, SeqModel, input_layer
+from .registry import MODELS
+
+_CELLS = {"gru": nn.GRU, "lstm": nn.LSTM, "relu": nn.RNN, "tanh": nn.RNN}
+
+
+class RNN(SeqModel):
+    def __init__(self, spec: TaskSpec, cell: str, hidden: int, layers: int, bidirectional: bool,
+                 embed: int | None):
+        super().__init__()
+        self.embed = input_layer(spec, embed)
+        kw = {"nonlinearity": cell} if cell in ("relu", "tanh") else {}
+        self.cell, self.hidden, self.layers, self.dirs = cell, hidden, layers, 2 if bidirectional else 1
+        self.rnn = _CELLS[cell](embed or spec.input_dim, hidden, num_layers=layers, batch_first=True,
+                                bidirectional=bidirectional, **kw)
+        self.readout = nn.Linear(self.dirs * hidden, spec.output_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, _ = self.rnn(self.embed(x))
+        return self.readout(h)
+
+    def state_size(self, seq_len: int) -> int:
+        # per direction and layer: h (and c for the LSTM)
+        return self.layers * self.dirs * self.hidden * (2 if self.cell == "lstm" else 1)
+
+
+@MODELS.register("rnn")
+@dataclass(frozen=True)
+class RNNConfig(ModelConfig):
+    """Default: bidirectional GRU of hidden size 500, as the authors ran paper B (which states 500*q)."""
+
+    cell: Literal["gru", "lstm", "relu", "tanh"] = "gru"
+    hidden: int = 500
+    layers: int = 1
+    bidirectional: bool = True
+    embed: int | None = None
+
+    def __post_init__(self) -> None:
+        check(self.hidden >= 1, "hidden", f"must be >= 1, got {self.hidden}")
+        check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
+
+    def build(self, spec: TaskSpec) -> RNN:
+        return RNN(spec, self.cell, self.hidden, self.layers, self.bidirectional, self.embed)

@@ -1,0 +1,5 @@
+"""Figure presets, by name. A new preset is one file registering a `Preset` plus an import here."""
+from .base import PRESETS, Preset
+from . import qstr  # noqa: F401  (registers)
+
+__all__ = ["PRESETS", "Preset"]

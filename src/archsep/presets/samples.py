@@ -1,0 +1,139 @@
+"""Sample-complexity presets (paper B): samples-to-threshold against N per architecture."""
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..config import RunConfig, TrainConfig
+from ..stats import exponent_difference, fit_exponent, summarize_point
+from ..train import RunResult
+from .base import Preset
+
+RUN_COLUMNS = ["arch", "N", "seed", "samples", "censored", "diverged", "status", "resolution",
+               "wall_s", "params", "state_size", "best_metric", "run_id"]
+
+
+@dataclass(frozen=True)
+class Arch:
+    label: str  # e.g. "TF"
+    arch: str  # registry name
+    params: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """One version (full or quick) of a sample-complexity figure."""
+
+    Ns: tuple[int, ...]
+    seeds: int
+    archs: tuple[Arch, ...]
+    train: dict
+    task_params: dict = field(default_factory=dict)
+
+
+def run_rows(results: list[RunResult]) -> list[dict]:
+    rows = []
+    for r in results:
+        c = r.config
+        rows.append({"arch": c.get("label") or c["arch"], "N": c["task_params"].get("N"), "seed": c["seed"],
+                     "samples": r.samples, "censored": r.censored, "diverged": r.diverged,
+                     "status": r.status, "resolution": r.resolution, "wall_s": round(r.wall_s, 3),
+                     "params": r.params, "state_size": r.state_size, "best_metric": r.best_metric,
+                     "run_id": r.run_id})
+    return rows
+
+
+def write_runs_csv(results: list[RunResult], path: Path) -> None:
+    tmp = path.with_suffix(".csv.tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, RUN_COLUMNS)
+        w.writeheader()
+        w.writerows(run_rows(results))
+    tmp.replace(path)
+
+
+class SampleComplexityPreset(Preset):
+    task: str = "qstr"
+    full: Scale
+    quick: Scale
+    # (better, worse): claim that `better`'s exponent is smaller than `worse`'s
+    separations: tuple[tuple[str, str], ...] = (("TF", "FFN"),)
+
+    def scale(self, quick: bool) -> Scale:
+        return self.quick if quick else self.full
+
+    def configs(self, quick: bool, device: str = "auto") -> list[RunConfig]:
+        s = self.scale(quick)
+        train = TrainConfig(**{**s.train, "device": device})
+        return [RunConfig(self.task, a.arch, {**s.task_params, "N": N}, dict(a.params), train, seed, a.label)
+                for a in s.archs for N in s.Ns for seed in range(s.seeds)]
+
+    def groups(self, results: list[RunResult]) -> dict[str, dict[int, list[RunResult]]]:
+        g: dict[str, dict[int, list[RunResult]]] = defaultdict(lambda: defaultdict(list))
+        for r in results:
+            g[r.config.get("label") or r.config["arch"]][r.config["task_params"]["N"]].append(r)
+        return g
+
+    def summarize(self, results: list[RunResult], quick: bool) -> dict:
+        s = self.scale(quick)
+        g = self.groups(results)
+        budget = int(s.train.get("budget", TrainConfig().budget))
+        points, fits, samples = [], {}, {}
+        for arch, byN in g.items():
+            samples[arch] = {}
+            cens = {}
+            for N in sorted(byN):
+                rs = byN[N]
+                points.append(summarize_point(arch, N, [r.samples for r in rs], [r.status for r in rs], budget).to_dict())
+                ok = [r for r in rs if r.status in ("ok", "censored")]
+                samples[arch][N] = np.array([r.samples for r in ok], float)
+                cens[N] = np.array([r.censored for r in ok], bool)
+            fits[arch] = fit_exponent(samples[arch], cens).to_dict()
+        claims = self.claims(points, fits, samples, budget)
+        return {"preset": self.registry_name, "quick": quick,
+                "threshold": float(s.train.get("threshold", TrainConfig().threshold)),
+                "budget": budget, "Ns": list(s.Ns), "seeds": s.seeds,
+                "fits": fits, "points": points, "claims": claims}
+
+    def claims(self, points, fits, samples, budget) -> list[dict]:
+        out = []
+        for better, worse in self.separations:
+            if better not in samples or worse not in samples:
+                continue
+            d, ci = exponent_difference(samples[better], samples[worse])
+            out.append({"text": f"{better}'s exponent alpha is smaller than {worse}'s "
+                                f"(alpha_{worse} - alpha_{better} = {d:.2f}, 95% CI [{ci[0]:.2f}, {ci[1]:.2f}] excludes 0)",
+                        "held": bool(math.isfinite(ci[0]) and ci[0] > 0),
+                        "difference": _f(d), "ci": [_f(ci[0]), _f(ci[1])]})
+            largest = max(set(samples[better]) & set(samples[worse]), default=None)
+            if largest is not None:
+                mb, mw = _median(points, better, largest), _median(points, worse, largest)
+                out.append({"text": f"{better} needs fewer samples than {worse} at the largest N={largest} "
+                                    f"(median {_fmt(mb, budget)} vs {_fmt(mw, budget)})",
+                            "held": bool(mb is not None and (mw is None or mb < mw))})
+        return out
+
+    def plot(self, results: list[RunResult], summary: dict, out: Path) -> list[Path]:
+        from ..plots import samples_vs_N
+
+        return samples_vs_N(summary, out / "figure", title=self.description)
+
+
+def _median(points: list[dict], arch: str, N: int) -> float | None:
+    for p in points:
+        if p["arch"] == arch and p["N"] == N:
+            return p["median"]
+    return None
+
+
+def _fmt(x: float | None, budget: int) -> str:
+    return f"> {budget}" if x is None else f"{x:.0f}"
+
+
+def _f(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None

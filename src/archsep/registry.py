@@ -1,0 +1,102 @@
+"""Name -> class registries for tasks and models; adding one is one decorator."""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, Callable, Generic, TypeVar
+
+from .errors import ArchsepError, closest, unknown
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._items: dict[str, type[T]] = {}
+
+    def register(self, name: str) -> Callable[[type[T]], type[T]]:
+        def deco(cls: type[T]) -> type[T]:
+            if name in self._items:
+                raise ValueError(f"{self.kind} '{name}' registered twice")
+            self._items[name] = cls
+            cls.registry_name = name  # type: ignore[attr-defined]
+            return cls
+
+        return deco
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def get(self, name: str) -> type[T]:
+        if name not in self._items:
+            raise unknown(self.kind, name, self._items)
+        return self._items[name]
+
+    def build(self, name: str, **params: Any) -> T:
+        cls = self.get(name)
+        return from_params(cls, params, f"{self.kind} '{name}'")
+
+
+def _coerce(field: str, value: Any, tp: Any) -> Any:
+    """Light type checking for config values: ints stay ints, bools are not ints, lists are lists."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(field, value, a)
+            except ArchsepError as e:
+                errors.append(str(e))
+        raise ArchsepError(errors[0] if errors else f"{field}: bad value {value!r}")
+    if origin is typing.Literal:
+        allowed = typing.get_args(tp)
+        if value not in allowed:
+            raise unknown(field, value, [str(a) for a in allowed])
+        return value
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ArchsepError(f"{field}: expected a list, got {value!r}")
+        (inner, *_rest) = typing.get_args(tp) or (Any,)
+        out = [_coerce(f"{field}[{i}]", v, inner) for i, v in enumerate(value)]
+        return tuple(out) if origin is tuple else out
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ArchsepError(f"{field}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise ArchsepError(f"{field}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ArchsepError(f"{field}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ArchsepError(f"{field}: expected a string, got {value!r}")
+        return value
+    return value
+
+
+def from_params(cls: type[T], params: dict[str, Any], where: str) -> T:
+    """Build dataclass `cls` from `params`, rejecting unknown keys and wrong types by name."""
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for key, value in params.items():
+        if key not in fields:
+            raise ArchsepError(
+                f"{where}: unknown key '{key}'{closest(key, fields)}; allowed: {', '.join(sorted(fields))}"
+            )
+        kwargs[key] = _coerce(f"{where}.{key}", value, hints[key])
+    return cls(**kwargs)

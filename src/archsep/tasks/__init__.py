@@ -1,0 +1,21 @@
+"""Tasks: data generators with their own loss, metric and trivial baseline.
+
+A new task is one file with a `@TASKS.register("name")` frozen dataclass subclassing `Task`,
+plus one import line below.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..registry import from_params
+from .base import Batch, Task, TaskSpec
+from .registry import TASKS
+from . import qstr  # noqa: F401  (registers)
+
+
+def make_task(name: str, **params: Any) -> Task:
+    """Build a registered task by name; unknown names and keys are one-line errors."""
+    return TASKS.build(name, **params)
+
+
+__all__ = ["Batch", "Task", "TaskSpec", "TASKS", "make_task", "from_params"]

@@ -1,0 +1,97 @@
+"""The one abstract task interface every generator implements.
+
+A task is a frozen dataclass of its parameters plus a *task seed* that fixes its hidden
+randomness (link directions, positional codes, ...). `sample` draws i.i.d. examples from an
+explicit `torch.Generator`, so a seed decides every number.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a model must know to be built for a task."""
+
+    input: Literal["vector", "tokens"]  # float features (B, L, D) or token ids (B, L)
+    input_dim: int  # features per position, or vocabulary size
+    seq_len: int  # the longest sequence the task produces (N, plus any extra tokens)
+    output_dim: int  # 1 for scalar regression, the number of classes otherwise
+    readout: Literal["all", "last", "mask"]  # which positions carry targets
+    paper_ffn_width: int | None = None  # the first FFN layer's width in the paper (N*d*q for qSTR)
+
+
+@dataclass
+class Batch:
+    """x: (B, L, D) float or (B, L) long.  y: (B, L) float for readout 'all',
+    (B,) long for 'last', (B, L) long with `mask` (B, L) bool for 'mask'."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    mask: torch.Tensor | None = None
+    tuples: torch.Tensor | None = None  # what each label was computed from (for tests, diagnostics)
+
+    def to(self, device: torch.device | str) -> "Batch":
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return Batch(self.x.to(device), self.y.to(device), move(self.mask), move(self.tuples))
+
+    def __len__(self) -> int:
+        return self.x.shape[0]
+
+
+class Task(abc.ABC):
+    """Base class. Subclasses are frozen dataclasses whose fields are the task parameters."""
+
+    registry_name: ClassVar[str]
+    kind: ClassVar[Literal["regression", "classification"]]
+
+    # --- what a subclass provides -------------------------------------------------------
+    @property
+    @abc.abstractmethod
+    def spec(self) -> TaskSpec: ...
+
+    @abc.abstractmethod
+    def sample(self, n: int, generator: torch.Generator) -> Batch:
+        """n i.i.d. examples on `generator.device`; every random draw comes from `generator`."""
+
+    @property
+    @abc.abstractmethod
+    def baseline(self) -> float:
+        """The metric of the best input-independent predictor (MSE 1, or 1 - chance accuracy)."""
+
+    # --- loss and metric: one definition per task kind ---------------------------------
+    def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Training loss: MSE over positions for regression, cross-entropy for classification."""
+        p, y = self._select(pred, batch)
+        if self.kind == "regression":
+            return F.mse_loss(p.squeeze(-1), y)
+        return F.cross_entropy(p, y)
+
+    def metric(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """The error that thresholds are stated in: MSE for regression, 1 - accuracy otherwise."""
+        p, y = self._select(pred, batch)
+        if self.kind == "regression":
+            return F.mse_loss(p.squeeze(-1), y)
+        return (p.argmax(-1) != y).float().mean()
+
+    def _select(self, pred: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        readout = self.spec.readout
+        if readout == "all":
+            return pred, batch.y
+        if readout == "last":
+            return (pred[:, -1] if pred.dim() == 3 else pred), batch.y
+        assert batch.mask is not None
+        return pred[batch.mask], batch.y[batch.mask]
+
+    def params(self) -> dict:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    def describe(self) -> str:
+        args = ", ".join(f"{k}={v}" for k, v in self.params().items())
+        return f"{self.registry_name}({args})"
