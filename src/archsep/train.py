@@ -5,6 +5,7 @@ its own seed by the same `task.sample`, so it has the training distribution.
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 import traceback
@@ -145,3 +146,18 @@ def _train(cfg: RunConfig, base: dict, t0: float, on_eval) -> RunResult:
         params=sum(p.numel() for p in model.parameters()),
         state_size=model.state_size(task.spec.seq_len),
     )
+
+
+def group_key(cfg: RunConfig) -> str:
+    """Runs with the same key differ only in their seed and can be trained as one batched
+    computation by `train_many`."""
+    d = cfg.canonical()
+    d.pop("seed")
+    d["task_params"] = {k: v for k, v in d["task_params"].items() if k != "seed"}
+    return json.dumps(d, sort_keys=True)
+
+
+def train_many(configs: list[RunConfig]) -> list[RunResult]:
+    """Train several runs; returns their results in order. Runs that share a `group_key` may be
+    stacked into one computation; each result is identical to what `train_run` gives alone."""
+    return [train_run(c) for c in configs]
