@@ -37,7 +37,8 @@ def bootstrap_ci(values: np.ndarray, stat, n_boot: int = 2000, level: float = 0.
     cens = np.zeros(n, bool) if censored is None else censored
     idx = rng.integers(0, n, size=(n_boot, n))
     stats = np.array([stat(values[i], cens[i]) for i in idx], dtype=float)
-    lo, hi = np.percentile(stats, [50 * (1 - level), 50 * (1 + level)])
+    with np.errstate(invalid="ignore"):  # inf = a median beyond the budget in that resample
+        lo, hi = np.percentile(stats, [50 * (1 - level), 50 * (1 + level)])
     return (float(lo), float(hi))
 
 

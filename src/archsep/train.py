@@ -66,6 +66,12 @@ def evaluate(model: torch.nn.Module, task: Task, data: Batch, chunk: int = 1000)
     return total / len(data)
 
 
+def held_out_set(cfg: RunConfig, task: Task, device: torch.device | str = "cpu") -> Batch:
+    """The held-out set: drawn once from the test seed by the same sampler as training, so it
+    comes from the training distribution (the authors' code evaluated 1STR on simple-1STR data)."""
+    return task.sample(cfg.train.eval_size, torch.Generator(device).manual_seed(cfg.derived_seed("test")))
+
+
 def train_run(cfg: RunConfig, on_eval: Callable[[int, float], None] | None = None) -> RunResult:
     """Train one run; never raises for a failing run (status 'error' carries the message)."""
     t0 = time.perf_counter()
@@ -92,7 +98,7 @@ def _train(cfg: RunConfig, base: dict, t0: float, on_eval) -> RunResult:
     model = cfg.model_config().build(task.spec).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
     train_gen = torch.Generator(dev).manual_seed(cfg.derived_seed("train"))
-    test = task.sample(tc.eval_size, torch.Generator(dev).manual_seed(cfg.derived_seed("test")))
+    test = held_out_set(cfg, task, dev)
 
     curve: list[tuple[int, float]] = []
     train_curve: list[tuple[int, float]] = []

@@ -1,0 +1,9 @@
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # tests run on 2 cores next to other work; one thread is also the fastest for these sizes
+    torch.set_num_threads(1)
+    yield

@@ -1,0 +1,64 @@
+"""The command line: a tiny end-to-end preset and one-line errors for user mistakes."""
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from archsep.cli import main
+from archsep.presets import PRESETS
+from archsep.presets.samples import Arch, SampleComplexityPreset, Scale
+
+
+def run_cli(*args):
+    p = subprocess.run([sys.executable, "-m", "archsep.cli", *args], capture_output=True, text=True,
+                       timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("args, field", [
+    (["reproduce", "qstr-fig9"], "preset"),
+    (["reproduce", "qstr-fig1a", "--workers", "0"], "--workers"),
+    (["reproduce", "qstr-fig1a", "--device", "tpu"], "device"),
+    (["reproduce", "qstr-fig1a", "--out", "/proc/archsep-no"], "--out"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_user_mistakes_get_one_line_and_exit_2(args, field):
+    code, out, err = run_cli(*args)
+    assert code == 2, err
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert len(lines) == 1 and field in lines[0], err
+    assert "Traceback" not in err
+
+
+class Tiny(SampleComplexityPreset):
+    description = "tiny test preset"
+    registry_name = "tiny"
+    _s = Scale(Ns=(2, 3), seeds=2, archs=(Arch("TF", "tf", {"mlp_width": 16}), Arch("FFN", "ffn", {"hidden": [32]})),
+               train={"threshold": 0.8, "budget": 6400, "eval_size": 300})
+    full = quick = _s
+
+
+def test_a_tiny_preset_end_to_end_writes_every_output(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(PRESETS._items, "tiny", Tiny)
+    assert main(["reproduce", "tiny", "--quick", "--out", str(tmp_path), "--workers", "1", "--no-progress"]) == 0
+    runs = pd.read_csv(tmp_path / "runs.csv")
+    assert len(runs) == 8 and set(runs.arch) == {"TF", "FFN"}
+    for col in ["arch", "N", "seed", "samples", "censored", "diverged", "resolution", "wall_s", "params"]:
+        assert col in runs.columns
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["preset"] == "tiny" and s["threshold"] == 0.8
+    assert set(s["fits"]) == {"TF", "FFN"} and all("alpha" in f and len(f["ci"]) == 2 for f in s["fits"].values())
+    assert {"arch", "N", "mean", "median", "ci", "n_censored"} <= set(s["points"][0])
+    assert all(isinstance(c["held"], bool) and c["text"] for c in s["claims"])
+    for f in ("figure.png", "figure.svg", "summary.txt"):
+        assert (tmp_path / f).stat().st_size > 0
+    assert "alpha[TF]" in capsys.readouterr().out
+
+
+def test_list_names_the_registered_things(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "qstr-fig1a" in out and "relu-teacher" in out and "rnn" in out
