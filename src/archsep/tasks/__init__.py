@@ -11,6 +11,7 @@ from ..registry import from_params
 from .base import Batch, Task, TaskSpec
 from .registry import TASKS
 from . import qstr  # noqa: F401  (registers)
+from . import dyck, equality, index_lookup, nearest_neighbour  # noqa: F401  (paper A, registers)
 
 
 def make_task(name: str, **params: Any) -> Task:

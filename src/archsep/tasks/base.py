@@ -60,6 +60,11 @@ class Task(abc.ABC):
     def sample(self, n: int, generator: torch.Generator) -> Batch:
         """n i.i.d. examples on `generator.device`; every random draw comes from `generator`."""
 
+    def sample_test(self, n: int, generator: torch.Generator) -> Batch:
+        """Held-out examples. By default the training distribution; tasks trained on variable
+        lengths (paper A) override it to evaluate at exactly length N."""
+        return self.sample(n, generator)
+
     @property
     @abc.abstractmethod
     def baseline(self) -> float:

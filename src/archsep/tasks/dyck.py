@@ -1,0 +1,158 @@
+"""Bounded Dyck-(2,2) recognition (paper A, SPEC 1.3).
+
+Strings of even length N over `( ) [ ]` (token ids 0 1 2 3: id = 2*type + is_close), label 1
+iff the string is a well-nested bracket string of nesting depth <= 2. Labels are i.i.d. fair
+coins, so the chance accuracy is 1/2 and the best constant predictor's error is 0.5.
+
+Positives: a random walk (depth 2 -> the matching close; depth 0 -> `(` or `[` uniformly;
+depth 1 -> uniform over `(`, `[` and the matching close) for N-2 steps; the depth is then even
+(0 or 2) and the last two symbols close what is open (depth 2) or add a uniform depth-1 pair.
+Negatives: a fresh positive with c ~ U{1..max(1, N//10)} distinct positions corrupted (each,
+with probability 1/2, swaps the bracket type or flips open/close); a corrupted string that is
+still in the language is thrown away and the example redrawn.
+
+The oracle is a DFA whose live states are the 7 stacks of depth <= 2 (the SPEC's "7-state
+DFA"), plus one absorbing reject state.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import check
+from .base import Batch, Task, TaskSpec
+from .registry import TASKS
+
+SYMBOLS = "()[]"  # id = 2 * type + is_close
+MAX_DEPTH = 2
+
+
+def _build_dfa() -> tuple[list[tuple[int, ...]], torch.Tensor]:
+    """States: stacks of bracket types (tuples, bottom first) of depth <= 2, then REJECT."""
+    stacks: list[tuple[int, ...]] = [()]
+    for depth in range(1, MAX_DEPTH + 1):
+        stacks += [s + (t,) for s in stacks if len(s) == depth - 1 for t in (0, 1)]
+    index = {s: i for i, s in enumerate(stacks)}
+    reject = len(stacks)
+    table = torch.full((reject + 1, 4), reject, dtype=torch.long)
+    for s, i in index.items():
+        for sym in range(4):
+            typ, close = divmod(sym, 2)
+            if close:
+                if s and s[-1] == typ:
+                    table[i, sym] = index[s[:-1]]
+            elif len(s) < MAX_DEPTH:
+                table[i, sym] = index[s + (typ,)]
+    return stacks, table
+
+
+DFA_STACKS, DFA_TABLE = _build_dfa()
+REJECT = len(DFA_STACKS)  # 7
+ACCEPT = 0  # the empty stack
+
+
+def dyck_accepts(x: torch.Tensor) -> torch.Tensor:
+    """(..., L) token ids -> (...) bool: membership in bounded Dyck-(2,2), by the DFA."""
+    table = DFA_TABLE.to(x.device)
+    state = torch.zeros(x.shape[:-1], dtype=torch.long, device=x.device)
+    for i in range(x.shape[-1]):
+        state = table[state, x[..., i].long()]
+    return state == ACCEPT
+
+
+@TASKS.register("dyck")
+@dataclass(frozen=True)
+class Dyck(Task):
+    N: int = 100  # string length, even
+    seed: int = 0  # unused: the task has no hidden randomness
+
+    kind = "classification"
+
+    def __post_init__(self) -> None:
+        check(self.N >= 2 and self.N % 2 == 0, "N", f"must be an even integer >= 2, got {self.N}")
+
+    @property
+    def spec(self) -> TaskSpec:
+        return TaskSpec("tokens", 4, self.N, 2, "last")
+
+    @property
+    def chance_accuracy(self) -> float:
+        return 0.5
+
+    @property
+    def baseline(self) -> float:
+        return 1.0 - self.chance_accuracy
+
+    @property
+    def max_corruptions(self) -> int:
+        return max(1, self.N // 10)
+
+    def sample(self, n: int, generator: torch.Generator) -> Batch:
+        dev = generator.device
+        y = torch.randint(0, 2, (n,), generator=generator, device=dev)
+        x = self.positives(n, generator)
+        neg = (y == 0).nonzero().squeeze(1)
+        if len(neg):
+            x[neg] = self.negatives(len(neg), generator)
+        return Batch(x, y)
+
+    def positives(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        dev = generator.device
+        N = self.N
+        x = torch.empty(n, N, dtype=torch.long, device=dev)
+        depth = torch.zeros(n, dtype=torch.long, device=dev)
+        stack = torch.zeros(n, MAX_DEPTH + 1, dtype=torch.long, device=dev)  # stack[:, d] = type at depth d
+        rows = torch.arange(n, device=dev)
+        for i in range(N - 2):
+            u = torch.rand(n, generator=generator, device=dev)
+            # depth 0: open a uniform type; depth 1: thirds (open '(', open '[', close); depth 2: close
+            close = (depth == 2) | ((depth == 1) & (u >= 2 / 3))
+            open_type = torch.where(depth == 0, (u >= 0.5).long(), (u >= 1 / 3).long())
+            top = stack[rows, depth]
+            tok = torch.where(close, 2 * top + 1, 2 * open_type)
+            x[:, i] = tok
+            new_depth = torch.where(close, depth - 1, depth + 1)
+            stack[rows, new_depth] = torch.where(close, stack[rows, new_depth], open_type)
+            depth = new_depth
+        # depth is now 0 or 2 (even number of steps)
+        t = torch.randint(0, 2, (n,), generator=generator, device=dev)
+        at2 = depth == 2
+        x[:, N - 2] = torch.where(at2, 2 * stack[:, 2] + 1, 2 * t)
+        x[:, N - 1] = torch.where(at2, 2 * stack[:, 1] + 1, 2 * t + 1)
+        return x
+
+    def corrupt(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """c ~ U{1..max(1, N//10)} distinct positions, each: swap type (xor 2) or flip
+        open/close (xor 1), with probability 1/2."""
+        dev = generator.device
+        n, N = x.shape
+        c = torch.randint(1, self.max_corruptions + 1, (n, 1), generator=generator, device=dev)
+        ranks = torch.rand(n, N, generator=generator, device=dev).argsort(1).argsort(1)
+        hit = ranks < c  # c distinct uniform positions per row
+        op = torch.where(torch.rand(n, N, generator=generator, device=dev) < 0.5, 2, 1)
+        return torch.where(hit, x ^ op, x)
+
+    def negatives(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        x = self.corrupt(self.positives(n, generator), generator)
+        bad = dyck_accepts(x).nonzero().squeeze(1)  # still in the language: redraw those
+        if len(bad):
+            x[bad] = self.negatives(len(bad), generator)
+        return x
+
+
+def brute_force_member(s: str) -> bool:
+    """Independent reference: reduce adjacent matched pairs to nothing, and never exceed depth 2."""
+    depth = 0
+    for ch in s:
+        depth += 1 if ch in "([" else -1
+        if depth < 0 or depth > MAX_DEPTH:
+            return False
+    prev = None
+    while prev != s:
+        prev, s = s, s.replace("()", "").replace("[]", "")
+    return s == ""
+
+
+def decode(x: torch.Tensor) -> str:
+    return "".join(SYMBOLS[int(t)] for t in x)

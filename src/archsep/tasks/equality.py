@@ -1,0 +1,106 @@
+"""String equality (paper A, SPEC 1.4): `a [SEP] b`, label 1 iff a == b.
+
+N is the combined length |a| + |b| (even); the input has N + 1 tokens (symbols 0..vocab-1,
+SEP = vocab), classified at the last position. Labels are i.i.d. fair coins: chance accuracy
+1/2, best constant error 0.5.
+- `eq-random`: alphabet {0,1}; a negative's b is uniform over the strings other than a
+  (b drawn independently, redrawn when it happens to equal a, so every label is exact).
+- `eq-one`: alphabet 1024; a negative's b differs from a in exactly one uniform position,
+  which gets a uniform different symbol.
+
+Lengths: with `train_lengths="variable"` each batch has one length drawn uniformly over the
+even lengths in [N/10, N] (N/10 rounded up to even, at least 2); `sample_test` (held-out,
+validation and test sets) always uses length N.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from ..errors import check
+from .base import Batch, Task, TaskSpec
+from .index_lookup import draw_length
+from .registry import TASKS
+
+ALPHABETS = {"eq-random": 2, "eq-one": 1024}
+
+
+@TASKS.register("equality")
+@dataclass(frozen=True)
+class Equality(Task):
+    N: int = 100  # |a| + |b| at evaluation, even
+    variant: Literal["eq-random", "eq-one"] = "eq-random"
+    train_lengths: Literal["variable", "fixed"] = "variable"
+    seed: int = 0  # unused: the task has no hidden randomness
+
+    kind = "classification"
+
+    def __post_init__(self) -> None:
+        check(self.N >= 2 and self.N % 2 == 0, "N", f"must be an even integer >= 2, got {self.N}")
+        check(self.variant in ALPHABETS, "variant", f"must be one of {sorted(ALPHABETS)}, got {self.variant!r}")
+        check(self.train_lengths in ("variable", "fixed"), "train_lengths",
+              f"must be 'variable' or 'fixed', got {self.train_lengths!r}")
+
+    @property
+    def vocab(self) -> int:
+        return ALPHABETS[self.variant]
+
+    @property
+    def sep(self) -> int:
+        return self.vocab
+
+    @property
+    def min_length(self) -> int:
+        lo = max(2, math.ceil(self.N / 10))
+        return lo + lo % 2
+
+    @property
+    def spec(self) -> TaskSpec:
+        return TaskSpec("tokens", self.vocab + 1, self.N + 1, 2, "last")
+
+    @property
+    def chance_accuracy(self) -> float:
+        return 0.5
+
+    @property
+    def baseline(self) -> float:
+        return 1.0 - self.chance_accuracy
+
+    def sample(self, n: int, generator: torch.Generator) -> Batch:
+        if self.train_lengths == "fixed":
+            return self.sample_length(n, self.N, generator)
+        return self.sample_length(n, draw_length(self.min_length, self.N, generator, step=2), generator)
+
+    def sample_test(self, n: int, generator: torch.Generator) -> Batch:
+        return self.sample_length(n, self.N, generator)
+
+    def sample_length(self, n: int, L: int, generator: torch.Generator) -> Batch:
+        check(L >= 2 and L % 2 == 0 and L <= self.N, "L", f"must be even in [2, N={self.N}], got {L}")
+        dev = generator.device
+        m = L // 2
+        a = torch.randint(0, self.vocab, (n, m), generator=generator, device=dev)
+        y = torch.randint(0, 2, (n,), generator=generator, device=dev)
+        b = a.clone()
+        neg = (y == 0).nonzero().squeeze(1)
+        if len(neg):
+            b[neg] = self.negative(a[neg], generator)
+        sep = torch.full((n, 1), self.sep, dtype=torch.long, device=dev)
+        x = torch.cat([a, sep, b], dim=1)
+        return Batch(x, (a == b).all(1).long())
+
+    def negative(self, a: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        dev = generator.device
+        n, m = a.shape
+        if self.variant == "eq-one":
+            pos = torch.randint(0, m, (n, 1), generator=generator, device=dev)
+            shift = torch.randint(1, self.vocab, (n, 1), generator=generator, device=dev)
+            new = (a.gather(1, pos) + shift) % self.vocab  # uniform over the other symbols
+            return a.scatter(1, pos, new)
+        b = torch.randint(0, self.vocab, (n, m), generator=generator, device=dev)
+        same = (a == b).all(1).nonzero().squeeze(1)
+        if len(same):
+            b[same] = self.negative(a[same], generator)
+        return b

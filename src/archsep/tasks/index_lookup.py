@@ -1,0 +1,74 @@
+"""Index lookup (paper A, SPEC 1.2).
+
+Input: symbols s_1..s_k (token ids 0..vocab-1), then one query token `vocab + p - 1` naming a
+position p in [k] (a separate block of N index tokens). Target: s_p, classified at the last
+position. Chance accuracy 1/vocab (symbols are uniform, so no constant does better).
+
+Lengths: with `train_lengths="variable"` each *batch* (one `sample` call) has one k drawn
+uniformly from {min_length..N}, so a batch is a plain tensor with no padding; examples are
+i.i.d. given that k. `sample_test` (held-out, validation and test sets) always uses k = N.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from ..errors import check
+from .base import Batch, Task, TaskSpec
+from .registry import TASKS
+
+
+def draw_length(lo: int, hi: int, generator: torch.Generator, step: int = 1) -> int:
+    """One length uniform over {lo, lo+step, ..., hi} (lo and hi on the grid)."""
+    choices = (hi - lo) // step + 1
+    return lo + step * int(torch.randint(0, choices, (1,), generator=generator, device=generator.device))
+
+
+@TASKS.register("index-lookup")
+@dataclass(frozen=True)
+class IndexLookup(Task):
+    N: int = 100  # evaluation length (symbols); the longest training length
+    vocab: int = 64  # symbol alphabet
+    train_lengths: Literal["variable", "fixed"] = "variable"
+    min_length: int = 10  # shortest training length when variable (clipped to N)
+    seed: int = 0  # unused: the task has no hidden randomness
+
+    kind = "classification"
+
+    def __post_init__(self) -> None:
+        check(self.N >= 1, "N", f"must be >= 1, got {self.N}")
+        check(self.vocab >= 2, "vocab", f"must be >= 2, got {self.vocab}")
+        check(self.train_lengths in ("variable", "fixed"), "train_lengths",
+              f"must be 'variable' or 'fixed', got {self.train_lengths!r}")
+        check(self.min_length >= 1, "min_length", f"must be >= 1, got {self.min_length}")
+
+    @property
+    def spec(self) -> TaskSpec:
+        return TaskSpec("tokens", self.vocab + self.N, self.N + 1, self.vocab, "last")
+
+    @property
+    def chance_accuracy(self) -> float:
+        return 1.0 / self.vocab
+
+    @property
+    def baseline(self) -> float:
+        return 1.0 - self.chance_accuracy
+
+    def sample(self, n: int, generator: torch.Generator) -> Batch:
+        if self.train_lengths == "fixed":
+            return self.sample_length(n, self.N, generator)
+        return self.sample_length(n, draw_length(min(self.min_length, self.N), self.N, generator), generator)
+
+    def sample_test(self, n: int, generator: torch.Generator) -> Batch:
+        return self.sample_length(n, self.N, generator)
+
+    def sample_length(self, n: int, k: int, generator: torch.Generator) -> Batch:
+        check(1 <= k <= self.N, "k", f"must be in [1, N={self.N}], got {k}")
+        dev = generator.device
+        s = torch.randint(0, self.vocab, (n, k), generator=generator, device=dev)
+        p = torch.randint(0, k, (n,), generator=generator, device=dev)  # 0-based position
+        x = torch.cat([s, (self.vocab + p).unsqueeze(1)], dim=1)
+        y = s.gather(1, p.unsqueeze(1)).squeeze(1)
+        return Batch(x, y, tuples=p.unsqueeze(1))
