@@ -1,0 +1,94 @@
+"""The construction interface, shared helpers (near-orthogonal codes, chunked attention) and
+the table writers."""
+from __future__ import annotations
+
+import abc
+import csv
+import math
+from pathlib import Path
+from typing import ClassVar, Sequence
+
+import torch
+
+from ..registry import Registry
+
+
+class Construction(abc.ABC):
+    registry_name: ClassVar[str]
+    description: ClassVar[str] = ""
+    default_Ns: ClassVar[tuple[int, ...]] = (10, 100, 1000, 10_000)
+
+    @abc.abstractmethod
+    def run(self, Ns: Sequence[int], seed: int = 0) -> list[dict]:
+        """The result table: one flat dict per row."""
+
+    @abc.abstractmethod
+    def plot(self, rows: list[dict], stem: Path) -> list[Path]: ...
+
+
+CONSTRUCTIONS: Registry[Construction] = Registry("construction")
+
+
+def rademacher_codes(n: int, k: int, generator: torch.Generator) -> torch.Tensor:
+    """n codes in {+-1/sqrt k}^k: near-orthogonal, |<c_i, c_j>| = O(sqrt(log n / k)) for i != j."""
+    return (torch.randint(0, 2, (n, k), generator=generator).float() * 2 - 1) / math.sqrt(k)
+
+
+def max_coherence(codes: torch.Tensor, chunk: int = 2048) -> float:
+    """max_{i != j} <c_i, c_j>, computed in row chunks (n x n never held at once)."""
+    n = codes.shape[0]
+    best = -math.inf
+    for s in range(0, n, chunk):
+        g = codes[s:s + chunk] @ codes.T
+        idx = torch.arange(s, min(s + chunk, n))
+        g[idx - s, idx] = -math.inf
+        best = max(best, float(g.max()))
+    return best
+
+
+def write_csv(rows: list[dict], path: Path) -> Path:
+    cols: list[str] = []
+    for r in rows:
+        cols += [k for k in r if k not in cols]
+    tmp = path.with_suffix(".csv.tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, cols)
+        w.writeheader()
+        w.writerows(rows)
+    tmp.replace(path)
+    return path
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        if v != v:
+            return "nan"
+        return f"{v:.3g}" if (v == 0 or 1e-3 <= abs(v) < 1e5) else f"{v:.2e}"
+    return str(v)
+
+
+def format_table(rows: list[dict]) -> str:
+    if not rows:
+        return "(no rows)"
+    cols: list[str] = []
+    for r in rows:
+        cols += [k for k in r if k not in cols]
+    cells = [[_cell(r.get(c, "")) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    line = lambda vals: "  ".join(v.rjust(w) for v, w in zip(vals, widths))  # noqa: E731
+    return "\n".join([line(cols)] + [line(row) for row in cells])
+
+
+def run_construction(name: str, Ns: Sequence[int] | None = None, out: str | Path | None = None,
+                     seed: int = 0) -> tuple[list[dict], list[Path]]:
+    """Run one construction; with `out`, write NAME.csv and NAME.png/.svg there."""
+    c = CONSTRUCTIONS.get(name)()
+    rows = c.run(tuple(Ns) if Ns else c.default_Ns, seed=seed)
+    paths: list[Path] = []
+    if out is not None:
+        from ..measure import prepare_out
+
+        d = prepare_out(out)
+        paths.append(write_csv(rows, d / f"{name}.csv"))
+        paths += c.plot(rows, d / name)
+    return rows, paths

@@ -1,0 +1,202 @@
+"""Paper B, Lemma 11 / Eq. A.2: a one-layer, q-head paper-B Transformer for qSTR with hand-set
+weights.
+
+Head h: W_QK has one nonzero block alpha*I, rows = the query's pointer slot w_{t_ih}, columns =
+the key's own-code slot w_j, so score_ij = alpha <w_{t_ih}, w_j>: alpha for j = t_ih and at
+most alpha (1 - 2/d_e) otherwise (the codes are distinct). W_V copies x_j. The MLP reads the q
+retrieved tokens: exactly for the linear link (ReLU(z) - ReLU(-z)), by a least-squares fit of
+the output layer over seeded random ReLU features of width m for nonlinear links.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from ..models.transformer_b import TransformerB, TransformerBConfig
+from ..tasks.qstr import QSTR
+from .base import CONSTRUCTIONS, Construction
+
+
+def slots(task: QSTR) -> dict:
+    """Index ranges of the input layout [x_i, w_i, w_{t_i1}, ..., w_{t_iq}]."""
+    d, de = task.d, task.d_e
+    return {"x": (0, d), "own": (d, d + de),
+            "pointer": [(d + (1 + h) * de, d + (2 + h) * de) for h in range(task.q)]}
+
+
+def block_mask(task: QSTR) -> torch.Tensor:
+    """(q, D, D) bool: the theoretical W_QK support of every head (query pointer h x key code)."""
+    s = slots(task)
+    D = task.spec.input_dim
+    m = torch.zeros(task.q, D, D, dtype=torch.bool)
+    o0, o1 = s["own"]
+    for h, (p0, p1) in enumerate(s["pointer"]):
+        m[h, p0:p1, o0:o1] = True
+    return m
+
+
+def set_attention(model: TransformerB, task: QSTR, alpha: float) -> None:
+    """Eq. A.2 on a joint-W_QK model with H >= q heads (extra heads stay zero)."""
+    s = slots(task)
+    o0, o1 = s["own"]
+    x0, x1 = s["x"]
+    de = task.d_e
+    code_gain = math.sqrt(task.d / task.q) ** 2 if task.code_scale else 1.0  # both sides scaled
+    with torch.no_grad():
+        model.wqk.zero_()
+        model.wv.zero_()
+        for h, (p0, p1) in enumerate(s["pointer"]):
+            model.wqk[h, p0:p1, o0:o1] = (alpha / code_gain) * torch.eye(de)
+            model.wv[h, x0:x1, x0:x1] = torch.eye(x1 - x0)
+
+
+def retrieved_coords(task: QSTR, heads: int) -> list[int]:
+    """Columns of the MLP input holding head h's copy of x_{t_ih}, h-major."""
+    D = task.spec.input_dim
+    return [h * D + c for h in range(task.q) for c in range(task.d)]
+
+
+def build(task: QSTR, alpha: float, mlp_width: int = 1000, seed: int = 0, fit_samples: int = 40_000,
+          ridge: float = 1e-6) -> TransformerB:
+    """The Lemma-11 model for `task`. Linear link: width 2, exact. Otherwise: width `mlp_width`,
+    random ReLU features of the q retrieved tokens, output layer fitted on exact retrievals."""
+    q, d = task.q, task.d
+    linear = task.link == "linear"
+    width = 2 if linear else mlp_width
+    model = TransformerBConfig(heads=q, mlp_width=width, qk="joint").build(task.spec)
+    set_attention(model, task, alpha)
+    cols = retrieved_coords(task, q)
+    W = model.mlp[0].weight
+    with torch.no_grad():
+        W.zero_()
+        model.mlp[0].bias.zero_()
+        if linear:  # g = <u, r>/sqrt q = ReLU(g) - ReLU(-g)
+            u = task.g.u.flatten() / math.sqrt(q)
+            W[0, cols] = u
+            W[1, cols] = -u
+            model.mlp[2].weight.copy_(torch.tensor([[1.0, -1.0]]))
+            model.mlp[2].bias.zero_()
+        else:
+            gen = torch.Generator().manual_seed(seed)
+            w = torch.randn(width, q * d, generator=gen) / math.sqrt(q * d)
+            b = torch.randn(width, generator=gen) * 0.5
+            W[:, cols] = w
+            model.mlp[0].bias.copy_(b)
+            r = torch.randn(fit_samples, q, d, generator=gen)  # exact retrievals: i.i.d. tokens
+            y = task.g(r).double()
+            phi = torch.relu(r.flatten(1) @ w.T + b).double()
+            phi = torch.cat([phi, torch.ones(fit_samples, 1, dtype=torch.float64)], 1)
+            A = phi.T @ phi + ridge * fit_samples * torch.eye(width + 1, dtype=torch.float64)
+            coef = torch.linalg.solve(A, phi.T @ y)
+            model.mlp[2].weight.copy_(coef[:-1].float().unsqueeze(0))
+            model.mlp[2].bias.copy_(coef[-1:].float())
+    return model
+
+
+@torch.no_grad()
+def forward_rows(model: TransformerB, z: torch.Tensor, rows: torch.Tensor, chunk: int = 256
+                 ) -> torch.Tensor:
+    """model(z)[:, rows, 0], (B, R), computed in query chunks: never an L x L score matrix,
+    which at N = 10^4 would be 400 MB per head."""
+    v = torch.einsum("bjd,hde->bhje", z, model.wv)  # (B, H, L, D)
+    kt = z.transpose(1, 2).unsqueeze(1)  # (B, 1, D, L)
+    outs = []
+    for s in range(0, len(rows), chunk):
+        zq = z[:, rows[s:s + chunk]]
+        a = torch.softmax(torch.einsum("bid,hde->bhie", zq, model.wqk) @ kt, dim=-1)
+        heads = (a @ v).permute(0, 2, 1, 3).flatten(2)
+        outs.append(model.mlp(heads).squeeze(-1))
+    return torch.cat(outs, 1)
+
+
+@torch.no_grad()
+def target_mass(model: TransformerB, z: torch.Tensor, t: torch.Tensor, rows: torch.Tensor,
+                chunk: int = 256) -> torch.Tensor:
+    """Attention weight head h puts on its target t_ih, (B, R, q)."""
+    kt = z.transpose(1, 2).unsqueeze(1)
+    q = t.shape[-1]
+    out = []
+    for s in range(0, len(rows), chunk):
+        r = rows[s:s + chunk]
+        a = torch.softmax(torch.einsum("bid,hde->bhie", z[:, r], model.wqk[:q]) @ kt, dim=-1)
+        idx = t[:, r].permute(0, 2, 1).unsqueeze(-1)  # (B, q, R, 1)
+        out.append(torch.gather(a, -1, idx).squeeze(-1).permute(0, 2, 1))
+    return torch.cat(out, 1)
+
+
+def evaluate(task: QSTR, model: TransformerB, seed: int, labels: int = 4000, max_rows: int = 1000) -> dict:
+    """MSE of the construction on fresh prompts, at up to `max_rows` query positions per prompt
+    (every key position is attended over), plus the worst and mean off-target attention."""
+    gen = torch.Generator().manual_seed(seed + 1)
+    R = min(task.N, max_rows)
+    n = max(1, math.ceil(labels / R))
+    batch = task.sample(n, gen)
+    rows = torch.arange(task.N) if R == task.N else torch.randperm(task.N, generator=gen)[:R]
+    pred = forward_rows(model, batch.x, rows)
+    y = batch.y[:, rows]
+    mass = target_mass(model, batch.x, batch.tuples, rows)
+    return {"mse": float(((pred - y) ** 2).mean()), "labels": int(y.numel()),
+            "max_leak": float(1 - mass.min()), "mean_leak": float(1 - mass.mean())}
+
+
+@CONSTRUCTIONS.register("qstr")
+class QSTRConstruction(Construction):
+    description = "paper B Lemma 11 / Eq. A.2: q-head Transformer, W_QK = alpha*I block"
+    default_Ns = (10, 100, 1000, 10_000)
+
+    def __init__(self, q: int = 2, d: int = 10, links: Sequence[str] = ("linear", "norm2", "hermite2"),
+                 alphas: Sequence[float] = (0.5, 1, 2, 4, 8, 16, 32, 64, 128), alpha: float = 64.0,
+                 alpha_N: int = 1000, mlp_width: int = 1000):
+        self.q, self.d, self.links, self.alphas = q, d, tuple(links), tuple(alphas)
+        self.alpha, self.alpha_N, self.mlp_width = alpha, alpha_N, mlp_width
+
+    def _row(self, sweep: str, link: str, N: int, alpha: float, seed: int, cache: dict) -> dict:
+        task = QSTR(N=N, q=self.q, d=self.d, link=link, seed=seed)
+        key = (link, N)
+        if key not in cache:  # the readout fit does not depend on alpha
+            cache[key] = build(task, alpha, self.mlp_width, seed)
+        model = cache[key]
+        set_attention(model, task, alpha)
+        ev = evaluate(task, model, seed)
+        return {"sweep": sweep, "link": link, "N": N, "d_e": task.d_e, "alpha": alpha, "heads": self.q,
+                "mlp_width": model.mlp[0].out_features, "params": model.n_params(),
+                "nonzero": int(sum((p != 0).sum() for p in model.parameters())), **ev}
+
+    def run(self, Ns: Sequence[int], seed: int = 0) -> list[dict]:
+        rows: list[dict] = []
+        cache: dict = {}
+        aN = self.alpha_N if self.alpha_N in Ns or not Ns else min(Ns, key=lambda n: abs(math.log(n / self.alpha_N)))
+        for link in self.links:
+            for a in self.alphas:
+                rows.append(self._row("alpha", link, aN, a, seed, cache))
+            cache.clear()
+            for N in Ns:
+                rows.append(self._row("N", link, N, self.alpha, seed, cache))
+                cache.clear()
+        return rows
+
+    def plot(self, rows: list[dict], stem: Path) -> list[Path]:
+        from ..plots import MARKERS, plt, save
+
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+        for k, link in enumerate(dict.fromkeys(r["link"] for r in rows)):
+            for ax, sweep, xkey in ((axes[0], "alpha", "alpha"), (axes[1], "N", "N")):
+                pts = [r for r in rows if r["link"] == link and r["sweep"] == sweep]
+                if pts:
+                    ax.plot([r[xkey] for r in pts], [max(r["mse"], 1e-16) for r in pts],
+                            marker=MARKERS[k % len(MARKERS)], label=link)
+        aN = next((r["N"] for r in rows if r["sweep"] == "alpha"), "?")
+        aval = next((r["alpha"] for r in rows if r["sweep"] == "N"), "?")
+        for ax, xl, title in ((axes[0], "alpha", f"MSE vs alpha (N={aN})"),
+                              (axes[1], "N", f"MSE vs N (alpha={aval}, d_e=floor(5 ln N))")):
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel(xl)
+            ax.set_ylabel("test MSE")
+            ax.set_title(title)
+            ax.axhline(1.0, color="gray", ls=":", lw=1)
+            ax.legend()
+        return save(fig, stem)
