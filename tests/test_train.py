@@ -39,14 +39,14 @@ def test_a_diverging_run_is_recorded_not_raised():
 def test_a_crashing_run_is_recorded_and_the_sweep_goes_on(monkeypatch, tmp_path):
     import archsep.train as tr
 
-    real = tr._train
+    real = tr._train_group
 
-    def boom(c, *a):
-        if c.seed == 1:
+    def boom(cfgs, *a, **k):
+        if any(c.seed == 1 for c in cfgs):
             raise RuntimeError("simulated failure")
-        return real(c, *a)
+        return real(cfgs, *a, **k)
 
-    monkeypatch.setattr(tr, "_train", boom)
+    monkeypatch.setattr(tr, "_train_group", boom)
     rs = run_configs([cfg(seed=0), cfg(seed=1), cfg(seed=2)], tmp_path, workers=1, progress=False)
     assert [r.status for r in rs] == ["ok", "error", "ok"]
     assert "simulated failure" in rs[1].error

@@ -15,6 +15,7 @@ from typing import Callable, Literal
 import torch
 
 from .config import RunConfig, resolve_device
+from .stack import Single, Stacked
 from .tasks.base import Batch, Task
 
 Status = Literal["ok", "censored", "diverged", "error"]
@@ -53,16 +54,13 @@ class RunResult:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, task: Task, data: Batch, chunk: int = 1000) -> float:
+def evaluate(model: Callable[[torch.Tensor], torch.Tensor], task: Task, data: Batch, chunk: int = 1000) -> float:
     """Held-out metric, averaged over examples (chunks keep memory flat)."""
-    was_training = model.training
-    model.eval()
     total = 0.0
     for i in range(0, len(data), chunk):
         part = Batch(data.x[i:i + chunk], data.y[i:i + chunk],
                      None if data.mask is None else data.mask[i:i + chunk])
         total += float(task.metric(model(part.x), part)) * len(part)
-    model.train(was_training)
     return total / len(data)
 
 
@@ -72,86 +70,9 @@ def held_out_set(cfg: RunConfig, task: Task, device: torch.device | str = "cpu")
     return task.sample(cfg.train.eval_size, torch.Generator(device).manual_seed(cfg.derived_seed("test")))
 
 
-def train_run(cfg: RunConfig, on_eval: Callable[[int, float], None] | None = None) -> RunResult:
-    """Train one run; never raises for a failing run (status 'error' carries the message)."""
-    t0 = time.perf_counter()
-    tc = cfg.train
-    base = dict(run_id=cfg.run_id, config=cfg.to_dict(), resolution=tc.resolution,
-                eval_schedule={"every_steps": tc.eval_every, "batch_size": tc.batch_size,
-                               "eval_size": tc.eval_size, "mode": tc.eval_mode,
-                               "slack": tc.progressive_slack, "curve_every": tc.curve_every})
-    try:
-        return _train(cfg, base, t0, on_eval)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except Exception as e:  # a crashing run is recorded, the sweep goes on
-        msg = f"{type(e).__name__}: {e}"
-        return RunResult(**base, status="error", samples=None, final_metric=None, best_metric=None,
-                         wall_s=time.perf_counter() - t0, error=msg + "\n" + traceback.format_exc(limit=3))
-
-
-def _train(cfg: RunConfig, base: dict, t0: float, on_eval) -> RunResult:
-    tc = cfg.train
-    dev = resolve_device(tc.device)
-    task = cfg.build_task()
-    torch.manual_seed(cfg.derived_seed("init"))
-    model = cfg.model_config().build(task.spec).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
-    train_gen = torch.Generator(dev).manual_seed(cfg.derived_seed("train"))
-    test = held_out_set(cfg, task, dev)
-
-    curve: list[tuple[int, float]] = []
-    train_curve: list[tuple[int, float]] = []
-    window: list[torch.Tensor] = []
-    status: str = "censored"
-    hit: int | None = None
-    limit = tc.diverge_factor * task.baseline
-    max_steps = tc.budget // tc.batch_size
-    for step in range(1, max_steps + 1):
-        batch = task.sample(tc.batch_size, train_gen)
-        pred = model(batch.x)
-        loss = task.loss(pred, batch)
-        window.append(task.metric(pred.detach(), batch) if task.kind == "classification" else loss.detach())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if step % tc.eval_every:
-            continue
-        samples = step * tc.batch_size
-        progressive = float(torch.stack(window).mean())
-        window.clear()
-        train_curve.append((samples, progressive))
-        if not math.isfinite(progressive) or progressive > limit:
-            status = "diverged"
-            break
-        k = step // tc.eval_every
-        due = (tc.eval_mode == "every" or progressive < tc.progressive_slack * tc.threshold
-               or k % tc.curve_every == 0 or step + tc.eval_every > max_steps)
-        if not due:
-            continue
-        err = evaluate(model, task, test)
-        curve.append((samples, err))
-        if on_eval:
-            on_eval(samples, err)
-        if not math.isfinite(err) or err > limit:
-            status = "diverged"
-            break
-        if err < tc.threshold and hit is None:
-            hit, status = samples, "ok"
-            if tc.stop_at_threshold:
-                break
-    metrics = [m for _, m in curve if math.isfinite(m)]
-    return RunResult(
-        **base,
-        status=status,  # type: ignore[arg-type]
-        samples=hit if status == "ok" else (max_steps * tc.batch_size if status == "censored" else None),
-        final_metric=curve[-1][1] if curve else None,
-        best_metric=min(metrics) if metrics else None,
-        curve=curve, train_curve=train_curve,
-        wall_s=time.perf_counter() - t0,
-        params=sum(p.numel() for p in model.parameters()),
-        state_size=model.state_size(task.spec.seq_len),
-    )
+def train_run(cfg: RunConfig) -> RunResult:
+    """Train one run on its own (the plain path); a failing run is recorded, never raised."""
+    return train_many([cfg], stack=False)[0]
 
 
 def group_key(cfg: RunConfig) -> str:
@@ -163,7 +84,143 @@ def group_key(cfg: RunConfig) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-def train_many(configs: list[RunConfig]) -> list[RunResult]:
-    """Train several runs; returns their results in order. Runs that share a `group_key` may be
-    stacked into one computation; each result is identical to what `train_run` gives alone."""
-    return [train_run(c) for c in configs]
+def train_many(configs: list[RunConfig], stack: bool = True) -> list[RunResult]:
+    """Train several runs; results come back in order. With `stack`, runs that share a
+    `group_key` are trained as one batched computation (see `stack.Stacked`); each run keeps its
+    own seeds, data stream, held-out set, optimizer state and stopping point."""
+    out: dict[int, RunResult] = {}
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(configs):
+        groups.setdefault(group_key(c) if stack else str(i), []).append(i)
+    for idx in groups.values():
+        group = [configs[i] for i in idx]
+        try:
+            results = _train_group(group, stacked=len(group) > 1)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception:
+            # a crash is one run's, not the group's: retry each alone, recording its own error
+            results = [_train_alone(c) for c in group] if len(group) > 1 else [_error(group[0])]
+        out.update(zip(idx, results))
+    return [out[i] for i in range(len(configs))]
+
+
+def _train_alone(cfg: RunConfig) -> RunResult:
+    try:
+        return _train_group([cfg], stacked=False)[0]
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception:
+        return _error(cfg)
+
+
+def _base(cfg: RunConfig) -> dict:
+    tc = cfg.train
+    return dict(run_id=cfg.run_id, config=cfg.to_dict(), resolution=tc.resolution,
+                eval_schedule={"every_steps": tc.eval_every, "batch_size": tc.batch_size,
+                               "eval_size": tc.eval_size, "mode": tc.eval_mode,
+                               "slack": tc.progressive_slack, "curve_every": tc.curve_every})
+
+
+def _error(cfg: RunConfig) -> RunResult:
+    exc = traceback.format_exc(limit=4)
+    last = exc.strip().splitlines()[-1]
+    return RunResult(**_base(cfg), status="error", samples=None, final_metric=None, best_metric=None,
+                     error=last + "\n" + exc)
+
+
+@dataclass
+class _Track:
+    """One run's bookkeeping inside a (possibly stacked) training loop."""
+
+    cfg: RunConfig
+    task: Task
+    test: Batch
+    gen: torch.Generator
+    params: int
+    state_size: int | None
+    t0: float
+    window: list = field(default_factory=list)
+    curve: list = field(default_factory=list)
+    train_curve: list = field(default_factory=list)
+    status: str = "censored"
+    hit: int | None = None
+    done: bool = False
+    t_end: float | None = None  # when the run left the stack (stacked runs share the compute)
+
+    def result(self, max_steps: int) -> RunResult:
+        tc = self.cfg.train
+        metrics = [m for _, m in self.curve if math.isfinite(m)]
+        censored_at = max_steps * tc.batch_size
+        return RunResult(
+            **_base(self.cfg), status=self.status,  # type: ignore[arg-type]
+            samples=self.hit if self.status == "ok" else (censored_at if self.status == "censored" else None),
+            final_metric=self.curve[-1][1] if self.curve else None,
+            best_metric=min(metrics) if metrics else None,
+            curve=self.curve, train_curve=self.train_curve,
+            wall_s=(self.t_end or time.perf_counter()) - self.t0,
+            params=self.params, state_size=self.state_size)
+
+
+def _train_group(cfgs: list[RunConfig], stacked: bool) -> list[RunResult]:
+    t0 = time.perf_counter()
+    tc = cfgs[0].train
+    dev = resolve_device(tc.device)
+    tracks, models = [], []
+    for c in cfgs:
+        task = c.build_task()
+        torch.manual_seed(c.derived_seed("init"))
+        model = c.model_config().build(task.spec).to(dev)
+        models.append(model)
+        tracks.append(_Track(c, task, held_out_set(c, task, dev),
+                             torch.Generator(dev).manual_seed(c.derived_seed("train")),
+                             model.n_params(), model.state_size(task.spec.seq_len), t0))
+    stack = Stacked(models, tc.lr, tc.weight_decay) if stacked else Single(models[0], tc.lr, tc.weight_decay)
+    stack.train(True)
+    limit = tc.diverge_factor * tracks[0].task.baseline
+    max_steps = tc.budget // tc.batch_size
+    active = list(tracks)
+    for step in range(1, max_steps + 1):
+        batches = [tr.task.sample(tc.batch_size, tr.gen) for tr in active]
+        preds = stack.forward([b.x for b in batches])
+        losses = [tr.task.loss(p, b) for tr, p, b in zip(active, preds, batches)]
+        for tr, p, b, loss in zip(active, preds, batches, losses):
+            # progressive validation: the loss on a fresh batch before its update
+            tr.window.append(tr.task.metric(p.detach(), b) if tr.task.kind == "classification" else loss.detach())
+        stack.opt.zero_grad(set_to_none=True)
+        torch.stack(losses).sum().backward()
+        stack.opt.step()
+        if step % tc.eval_every:
+            continue
+        samples = step * tc.batch_size
+        last = step + tc.eval_every > max_steps
+        stack.train(False)
+        for k, tr in enumerate(active):
+            progressive = float(torch.stack(tr.window).mean())
+            tr.window.clear()
+            tr.train_curve.append((samples, progressive))
+            if not math.isfinite(progressive) or progressive > limit:
+                tr.status, tr.done = "diverged", True
+                continue
+            due = (tc.eval_mode == "every" or progressive < tc.progressive_slack * tc.threshold
+                   or (step // tc.eval_every) % tc.curve_every == 0 or last)
+            if not due:
+                continue
+            err = evaluate(lambda x, k=k: stack.call(k, x), tr.task, tr.test)
+            tr.curve.append((samples, err))
+            if not math.isfinite(err) or err > limit:
+                tr.status, tr.done = "diverged", True
+            elif err < tc.threshold and tr.hit is None:
+                tr.hit, tr.status = samples, "ok"
+                tr.done = tc.stop_at_threshold
+        stack.train(True)
+        if any(tr.done for tr in active):
+            for tr in active:
+                if tr.done:
+                    tr.t_end = time.perf_counter()
+            keep = [k for k, tr in enumerate(active) if not tr.done]
+            if not keep:
+                break
+            stack.keep(keep)
+            active = [active[k] for k in keep]
+    return [tr.result(max_steps) for tr in tracks]
