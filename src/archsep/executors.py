@@ -1,0 +1,219 @@
+"""Where runs execute. An executor takes batches of configs (each batch is trained by one
+`train_many` call: runs that differ only in their seed, see `train.group_key`) and yields the
+finished runs' store rows as batches complete. Only the caller (the driver) writes the store.
+
+- `local`: a pool of spawned worker processes; each uses cores // workers torch threads.
+- `ray`: Ray tasks on a cluster (`address`), or on a local one started on 127.0.0.1.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import traceback
+from collections import OrderedDict
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Iterator, Sequence
+
+from .config import RunConfig
+from .errors import ArchsepError
+from .store import now, record
+from .train import RunResult, group_key
+
+EXECUTORS = ("local", "ray")
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def threads_for(workers: int) -> int:
+    return max(1, cores() // max(1, workers))
+
+
+def plan_batches(configs: Sequence[RunConfig], workers: int) -> list[list[RunConfig]]:
+    """Group runs that differ only in their seed (one batched `train_many` call each); split the
+    largest groups while there are fewer batches than workers, so every worker has work."""
+    groups: OrderedDict[str, list[RunConfig]] = OrderedDict()
+    for c in configs:
+        groups.setdefault(group_key(c), []).append(c)
+    batches = list(groups.values())
+    while len(batches) < workers:
+        i = max(range(len(batches)), key=lambda j: len(batches[j]), default=None)
+        if i is None or len(batches[i]) < 2:
+            break
+        b = batches.pop(i)
+        half = (len(b) + 1) // 2
+        batches[i:i] = [b[:half], b[half:]]
+    return batches
+
+
+def run_batch(cfg_dicts: list[dict], threads: int | None = None) -> list[dict]:
+    """Train one batch where this process is (a pool worker, a Ray worker or the driver) and
+    return store rows. Never raises for a failing run."""
+    import torch
+
+    from .config import resolve_device
+    from .train import train_many
+
+    if threads:
+        torch.set_num_threads(threads)
+    started = now()
+    cfgs = [RunConfig.from_dict(d) for d in cfg_dicts]
+    results = train_many(cfgs)
+    rows = []
+    for c, r in zip(cfgs, results):
+        try:
+            dev = str(resolve_device(c.train.device))
+        except ArchsepError:
+            dev = c.train.device
+        rows.append(record(r, started_at=started, device=dev))
+    return rows
+
+
+def error_rows(batch: Sequence[RunConfig], message: str) -> list[dict]:
+    """Rows for runs whose worker died: recorded as errors, so the sweep goes on."""
+    return [record(RunResult(run_id=c.run_id, config=c.to_dict(), status="error", samples=None,
+                             resolution=c.train.resolution, final_metric=None, best_metric=None,
+                             error=message)) for c in batch]
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(self, workers: int | None = None):
+        self.workers = workers or cores()
+        self.threads = threads_for(self.workers)
+
+    def describe(self) -> str:
+        return f"local: {self.workers} worker(s) x {self.threads} thread(s)"
+
+    def run(self, batches: list[list[RunConfig]]) -> Iterator[list[dict]]:
+        if self.workers <= 1 or len(batches) <= 1:
+            # in-process: no spawn cost for small sweeps
+            for b in batches:
+                yield run_batch([c.to_dict() for c in b], threads_for(1))
+            return
+        import multiprocessing as mp
+
+        todo = list(batches)
+        restarts = 0
+        while todo:
+            ctx = mp.get_context("spawn")  # fork + torch threads can deadlock
+            pool = ProcessPoolExecutor(min(self.workers, len(todo)), mp_context=ctx)
+            futs = {pool.submit(run_batch, [c.to_dict() for c in b], self.threads): b for b in todo}
+            broken = False
+            try:
+                pending = set(futs)
+                while pending:
+                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for f in finished:
+                        b = futs[f]
+                        try:
+                            rows = f.result()
+                        except BrokenProcessPool:
+                            broken = True
+                            continue
+                        except Exception as e:  # noqa: BLE001 - a batch that crashed is recorded, not fatal
+                            rows = error_rows(b, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
+                        todo.remove(b)
+                        yield rows
+            finally:
+                pool.shutdown(wait=not broken, cancel_futures=True)
+            if broken:
+                restarts += 1
+                if restarts > 2:  # a run that keeps killing its worker (out of memory?)
+                    for b in todo:
+                        yield error_rows(b, "worker process died (out of memory or killed) three times")
+                    return
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, address: str | None = None, workers: int | None = None, threads: int = 1):
+        try:
+            import ray
+        except ImportError:
+            raise ArchsepError("--executor ray: Ray is not installed; pip install 'archsep[ray]'") from None
+        self.ray = ray
+        self.address = address
+        self.threads = threads
+        self.started_here = False
+        if address:
+            _probe(address)
+        if not ray.is_initialized():
+            kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            try:
+                if address:
+                    ray.init(address=address, **kwargs)
+                else:
+                    # "local": always a new cluster of our own, never attach to a running one
+                    ray.init(address="local", num_cpus=workers or cores(), _node_ip_address="127.0.0.1", **kwargs)
+                    self.started_here = True
+            except (ConnectionError, TimeoutError, RuntimeError, ValueError) as e:
+                raise ArchsepError(f"--address: cannot connect to Ray at '{address or 'local'}': "
+                                   f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        self.cpus = int(ray.cluster_resources().get("CPU", 1))
+        self.workers = workers or self.cpus
+
+    def describe(self) -> str:
+        where = self.address or "local cluster on 127.0.0.1"
+        return f"ray ({where}): {self.cpus} CPU(s), {self.threads} thread(s) per task"
+
+    def run(self, batches: list[list[RunConfig]]) -> Iterator[list[dict]]:
+        ray = self.ray
+        remote = ray.remote(num_cpus=self.threads, max_retries=1)(run_batch)
+        todo = list(batches)
+        inflight: dict = {}
+        limit = max(2, 2 * self.workers)  # bounded queue: results stream back, memory stays flat
+        while todo or inflight:
+            while todo and len(inflight) < limit:
+                b = todo.pop(0)
+                inflight[remote.remote([c.to_dict() for c in b], self.threads)] = b
+            done, _ = ray.wait(list(inflight), num_returns=1)
+            for ref in done:
+                b = inflight.pop(ref)
+                try:
+                    rows = ray.get(ref)
+                except Exception as e:  # noqa: BLE001 - a lost worker/node is recorded as an error
+                    rows = error_rows(b, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+                yield rows
+
+    def close(self) -> None:
+        if self.started_here:
+            self.ray.shutdown()
+
+
+def _probe(address: str) -> None:
+    """Fail in seconds, with one line, when nothing listens at the address (ray.init itself
+    retries for about a minute)."""
+    if address == "auto":
+        return
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ArchsepError(f"--address: expected HOST:PORT (or ray://HOST:PORT, or auto), got '{address}'")
+    try:
+        with socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S):
+            pass
+    except OSError as e:
+        why = "timed out" if isinstance(e, socket.timeout) else (e.strerror or str(e))
+        raise ArchsepError(f"--address: cannot reach a Ray cluster at '{address}': {why}") from None
+
+
+def make_executor(kind: str, workers: int | None = None, address: str | None = None):
+    if kind not in EXECUTORS:
+        from .errors import unknown
+
+        raise unknown("--executor", kind, EXECUTORS)
+    if kind == "local":
+        if address:
+            raise ArchsepError("--address: only used with --executor ray")
+        return LocalExecutor(workers)
+    return RayExecutor(address, workers)
+

@@ -1,0 +1,448 @@
+"""Sweep files: a grid of runs declared in TOML, validated before anything runs.
+
+    name = "tf-vs-ffn"            # optional, default: the file name
+    seeds = 3                     # 3 -> seeds 0, 1, 2; or a list: [0, 7, 9]
+    [base]                        # fields every run shares (any RunConfig field)
+    task = "qstr"
+    task_params = { d = 10, q = 1 }
+    train = { budget = 4000, eval_size = 200 }
+    [[arms]]                      # alternatives that change several fields together
+    label = "TF"
+    arch = "tf"
+    model_params = { mlp_width = 32 }
+    [[arms]]
+    label = "FFN"
+    arch = "ffn"
+    [grid]                        # the cartesian product of these axes
+    "task_params.N" = [2, 3, 4]   # dotted keys reach into task_params / model_params / train
+    train.lr = [1e-3, 3e-4]       # (TOML dotted keys work as well)
+    [analysis]                    # optional: what the report fits and compares
+    x = "task_params.N"           # the scaling variable of samples ~ x^alpha
+    separations = [["TF", "FFN"]] # (better, worse): is alpha_worse - alpha_better > 0?
+
+The runs are arms x grid x seeds. Every key is checked against the config fields (an unknown
+one is named with the closest valid key), every value against its type, every axis for being
+a non-empty list, and every run is built (so q > N or lr <= 0 fails here, not mid-sweep).
+
+A preset is a sweep too: `load(name)` accepts a preset name, and `to_toml` writes any list of
+configs (a preset's included) as an equivalent sweep file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import math
+import re
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import RunConfig, TrainConfig
+from .errors import ArchsepError, closest
+from .registry import _coerce
+
+TOP_KEYS = ("name", "description", "seeds", "base", "arms", "grid", "analysis")
+RUN_KEYS = ("task", "arch", "label", "seed", "task_params", "model_params", "train")
+PARAM_TABLES = ("task_params", "model_params", "train")
+ANALYSIS_KEYS = ("x", "separations", "metric")
+MAX_RUNS = 100_000
+
+
+@dataclass
+class Sweep:
+    name: str
+    configs: list[RunConfig]
+    source: str  # the TOML text (a preset's is generated)
+    origin: str  # file path or "preset:NAME"
+    preset: str | None = None
+    quick: bool = False
+    analysis: dict = field(default_factory=dict)
+
+    @property
+    def sweep_id(self) -> str:
+        """Identity of the set of runs (not of the file's formatting)."""
+        ids = sorted(c.run_id for c in self.configs)
+        return hashlib.sha256(json.dumps([self.name, ids]).encode()).hexdigest()[:16]
+
+
+# --- loading ---------------------------------------------------------------------------------
+def load(spec: str | Path, quick: bool = False, device: str | None = None) -> Sweep:
+    """A sweep from a TOML file, or from a preset's name."""
+    path = Path(spec)
+    if path.suffix.lower() == ".toml" or path.exists():
+        if not path.exists():
+            raise ArchsepError(f"FILE: sweep file '{path}' does not exist")
+        if path.is_dir():
+            raise ArchsepError(f"FILE: '{path}' is a directory, not a sweep file")
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ArchsepError(f"FILE: cannot read '{path}': {getattr(e, 'strerror', None) or e}") from None
+        return parse(text, origin=str(path), default_name=path.stem, device=device)
+    return from_preset(str(spec), quick, device)
+
+
+def from_preset(name: str, quick: bool = False, device: str | None = None) -> Sweep:
+    from .presets import PRESETS
+
+    try:
+        preset = PRESETS.get(name)()
+    except ArchsepError as e:
+        raise ArchsepError(f"{e} (or give a sweep file ending in .toml)") from None
+    configs = preset.configs(quick, device or "auto")
+    full_name = name + ("-quick" if quick else "")
+    analysis = {"separations": [list(s) for s in getattr(preset, "separations", ())]}
+    return Sweep(full_name, configs, to_toml(configs, name=full_name, analysis=analysis,
+                                             description=f"preset {name}{' --quick' if quick else ''}"),
+                 origin=f"preset:{name}", preset=name, quick=quick, analysis=analysis)
+
+
+def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", device: str | None = None) -> Sweep:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ArchsepError(f"{origin}: not valid TOML: {e}") from None
+    where = origin
+    for key in doc:
+        if key not in TOP_KEYS:
+            raise ArchsepError(f"{where}: unknown key '{key}'{closest(key, TOP_KEYS)}; allowed: {', '.join(TOP_KEYS)}")
+    name = doc.get("name", default_name)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.+-]{1,100}", name):
+        raise ArchsepError(f"{where}: name: expected a short name of letters, digits, '_.+-', got {name!r}")
+    base = _flat_run(doc.get("base", {}), "base", where)
+    arms_doc = doc.get("arms", [{}])
+    if not isinstance(arms_doc, list) or not all(isinstance(a, dict) for a in arms_doc):
+        raise ArchsepError(f"{where}: arms: expected an array of tables ([[arms]]), got {arms_doc!r}")
+    if not arms_doc:
+        raise ArchsepError(f"{where}: arms: empty array of arms")
+    arms = [_flat_run(a, f"arms[{i}]", where) for i, a in enumerate(arms_doc)]
+    axes = _axes(doc.get("grid", {}), where)
+    seeds = _seeds(doc.get("seeds"), where)
+    if seeds is not None and ("seed" in axes or "seed" in base or any("seed" in a for a in arms)):
+        raise ArchsepError(f"{where}: seeds: given both 'seeds' and a 'seed' field; keep one")
+    analysis = _analysis(doc.get("analysis", {}), where)
+
+    # check every key and value against the classes it can meet, before building anything
+    tasks = _values_of("task", base, arms, axes)
+    archs = _values_of("arch", base, arms, axes)
+    _check_names(tasks, archs, where)
+    for loc, flat in [("base", base), *((f"arms[{i}]", a) for i, a in enumerate(arms))]:
+        for k, v in flat.items():
+            flat[k] = _check_value(k, v, f"{loc}.{k}", tasks, archs, where)
+    for k, values in axes.items():
+        axes[k] = [_check_value(k, v, f"grid.{k}[{i}]", tasks, archs, where) for i, v in enumerate(values)]
+
+    n = len(arms) * math.prod(len(v) for v in axes.values()) * len(seeds or [0])
+    if n > MAX_RUNS:
+        raise ArchsepError(f"{where}: grid: {n} runs is more than {MAX_RUNS}; split the sweep")
+    configs: list[RunConfig] = []
+    seen: dict[str, str] = {}
+    keys = list(axes)
+    for ai, arm in enumerate(arms):
+        for combo in itertools.product(*(axes[k] for k in keys)):
+            point = {**base, **arm, **dict(zip(keys, combo))}
+            for seed in (seeds if seeds is not None else [point.get("seed", 0)]):
+                flat = {**point, "seed": seed}
+                if device is not None:
+                    flat["train.device"] = device
+                desc = _describe(flat, keys + ["seed"] + (["label"] if len(arms) > 1 else []))
+                try:
+                    cfg = RunConfig.from_dict(_nest(flat))
+                except ArchsepError as e:
+                    raise ArchsepError(f"{where}: run {desc}: {e}") from None
+                except (TypeError, ValueError) as e:  # a model/task rejecting a combination
+                    raise ArchsepError(f"{where}: run {desc}: {e}") from None
+                rid = cfg.run_id
+                if rid in seen:
+                    raise ArchsepError(f"{where}: runs {seen[rid]} and {desc} are the same run (same canonical "
+                                       f"config; labels and devices are not part of a run's identity)")
+                seen[rid] = desc
+                configs.append(cfg)
+    if not configs:
+        raise ArchsepError(f"{where}: grid: the sweep has no runs")
+    return Sweep(name, configs, text, origin, analysis=analysis)
+
+
+# --- validation helpers -------------------------------------------------------------------------
+def _flat_run(table: Any, loc: str, where: str) -> dict[str, Any]:
+    """{'task': 'qstr', 'train': {'lr': 1e-3}} -> {'task': 'qstr', 'train.lr': 1e-3}."""
+    if not isinstance(table, dict):
+        raise ArchsepError(f"{where}: {loc}: expected a table, got {table!r}")
+    out: dict[str, Any] = {}
+    for k, v in table.items():
+        if k not in RUN_KEYS:
+            raise ArchsepError(f"{where}: {loc}.{k}: unknown key{closest(k, RUN_KEYS)}; allowed: {', '.join(RUN_KEYS)}")
+        if k in PARAM_TABLES:
+            if not isinstance(v, dict):
+                raise ArchsepError(f"{where}: {loc}.{k}: expected a table of parameters, got {v!r}")
+            for pk, pv in v.items():
+                out[f"{k}.{pk}"] = pv
+        else:
+            out[k] = v
+    return out
+
+
+def _axes(grid: Any, where: str) -> dict[str, list]:
+    if not isinstance(grid, dict):
+        raise ArchsepError(f"{where}: grid: expected a table of axes, got {grid!r}")
+    out: dict[str, list] = {}
+
+    def walk(prefix: str, t: dict) -> None:
+        for k, v in t.items():
+            key = f"{prefix}{k}"
+            parts = key.split(".")
+            head = parts[0]
+            if head not in RUN_KEYS:
+                raise ArchsepError(f"{where}: grid.{key}: unknown key '{head}'{closest(head, RUN_KEYS)}; "
+                                   f"allowed: {', '.join(RUN_KEYS)}")
+            if isinstance(v, dict) and head in PARAM_TABLES and len(parts) == 1:
+                walk(key + ".", v)
+                continue
+            if head in PARAM_TABLES and len(parts) != 2:
+                raise ArchsepError(f"{where}: grid.{key}: expected '{head}.PARAM', e.g. grid.\"{head}.N\"")
+            if head not in PARAM_TABLES and len(parts) != 1:
+                raise ArchsepError(f"{where}: grid.{key}: '{head}' has no sub-fields")
+            if not isinstance(v, list):
+                raise ArchsepError(f"{where}: grid.{key}: expected a list of values (an axis), got {v!r}")
+            if not v:
+                raise ArchsepError(f"{where}: grid.{key}: empty axis (give at least one value)")
+            if key in out:
+                raise ArchsepError(f"{where}: grid.{key}: axis given twice")
+            out[key] = v
+
+    walk("", grid)
+    return out
+
+
+def _seeds(v: Any, where: str) -> list[int] | None:
+    if v is None:
+        return None
+    if isinstance(v, int) and not isinstance(v, bool):
+        if v < 1:
+            raise ArchsepError(f"{where}: seeds: expected a count >= 1 or a list of seeds, got {v}")
+        return list(range(v))
+    if isinstance(v, list):
+        if not v:
+            raise ArchsepError(f"{where}: seeds: empty list of seeds")
+        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in v):
+            raise ArchsepError(f"{where}: seeds: expected non-negative integers, got {v!r}")
+        if len(set(v)) != len(v):
+            raise ArchsepError(f"{where}: seeds: repeated seed in {v!r}")
+        return list(v)
+    raise ArchsepError(f"{where}: seeds: expected a count or a list of seeds, got {v!r}")
+
+
+def _analysis(a: Any, where: str) -> dict:
+    if not isinstance(a, dict):
+        raise ArchsepError(f"{where}: analysis: expected a table, got {a!r}")
+    for k in a:
+        if k not in ANALYSIS_KEYS:
+            raise ArchsepError(f"{where}: analysis.{k}: unknown key{closest(k, ANALYSIS_KEYS)}; "
+                               f"allowed: {', '.join(ANALYSIS_KEYS)}")
+    x = a.get("x", "task_params.N")
+    if not isinstance(x, str) or x.split(".")[0] not in RUN_KEYS:
+        raise ArchsepError(f"{where}: analysis.x: expected a config field such as \"task_params.N\", got {x!r}")
+    seps = a.get("separations", [])
+    if not isinstance(seps, list) or not all(isinstance(s, list) and len(s) == 2 and all(isinstance(t, str) for t in s)
+                                             for s in seps):
+        raise ArchsepError(f"{where}: analysis.separations: expected pairs of labels like [[\"TF\", \"FFN\"]], got {seps!r}")
+    return {"x": x, "separations": seps}
+
+
+def _values_of(key: str, base: dict, arms: list[dict], axes: dict) -> list[str]:
+    vals = []
+    if key in base:
+        vals.append(base[key])
+    vals += [a[key] for a in arms if key in a]
+    vals += axes.get(key, [])
+    return vals
+
+
+def _check_names(tasks: list, archs: list, where: str) -> None:
+    from .models import MODELS
+    from .tasks import TASKS
+
+    if not tasks:
+        raise ArchsepError(f"{where}: task: missing (set it in [base], an arm or the grid)")
+    if not archs:
+        raise ArchsepError(f"{where}: arch: missing (set it in [base], an arm or the grid)")
+    for reg, vals, what in ((TASKS, tasks, "task"), (MODELS, archs, "arch")):
+        for v in vals:
+            if not isinstance(v, str):
+                raise ArchsepError(f"{where}: {what}: expected a name, got {v!r}")
+            try:
+                reg.get(v)
+            except ArchsepError as e:
+                raise ArchsepError(f"{where}: {e}") from None
+
+
+def _fields_of(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
+
+
+def _check_value(key: str, value: Any, loc: str, tasks: list[str], archs: list[str], where: str) -> Any:
+    """Type-check one value of `key` (a run field or a dotted parameter); names an unknown
+    parameter with the closest one any of the sweep's tasks/archs has."""
+    from .models import MODELS
+    from .tasks import TASKS
+
+    head, _, sub = key.partition(".")
+    if head == "train":
+        allowed = _fields_of(TrainConfig)
+    elif head == "task_params":
+        allowed = {}
+        for t in set(tasks):
+            allowed = {**_fields_of(TASKS.get(t)), **allowed}
+    elif head == "model_params":
+        allowed = {}
+        for a in set(archs):
+            allowed = {**_fields_of(MODELS.get(a)), **allowed}
+    else:
+        allowed = {"task": str, "arch": str, "label": str, "seed": int}
+        sub = head
+    if sub not in allowed:
+        raise ArchsepError(f"{where}: {loc}: unknown key '{sub}'{closest(sub, allowed)}; "
+                           f"allowed in {head}: {', '.join(sorted(allowed))}")
+    try:
+        v = _coerce(key, value, allowed[sub])
+    except ArchsepError as e:
+        raise ArchsepError(f"{where}: {loc}: {str(e).split(': ', 1)[-1]}") from None
+    if sub == "seed" and head == "seed" and v < 0:
+        raise ArchsepError(f"{where}: {loc}: seed must be >= 0, got {v}")
+    return v
+
+
+def _nest(flat: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in flat.items():
+        head, _, sub = k.partition(".")
+        if sub:
+            out.setdefault(head, {})[sub] = v
+        else:
+            out[k] = v
+    return out
+
+
+def _describe(flat: dict, keys: list[str]) -> str:
+    return "(" + ", ".join(f"{k}={flat[k]!r}" for k in keys if k in flat) + ")"
+
+
+# --- writing a sweep file -------------------------------------------------------------------
+def flatten_config(cfg: RunConfig) -> dict[str, Any]:
+    """A RunConfig as dotted keys, only the fields that differ from the defaults plus the
+    names (so that the sweep it makes is short)."""
+    d = cfg.to_dict()
+    out: dict[str, Any] = {"task": d["task"], "arch": d["arch"]}
+    if d.get("label"):
+        out["label"] = d["label"]
+    out["seed"] = d["seed"]
+    for t in ("task_params", "model_params"):
+        for k, v in d[t].items():
+            if v is not None:  # TOML has no null; None is the default where it is allowed
+                out[f"{t}.{k}"] = v
+    default = dataclasses.asdict(TrainConfig())
+    for k, v in d["train"].items():
+        if v != default[k]:
+            out[f"train.{k}"] = v
+    return out
+
+
+def to_toml(configs: list[RunConfig], name: str = "sweep", analysis: dict | None = None,
+            description: str = "") -> str:
+    """An equivalent sweep file for `configs`: shared fields go to [base], fields that vary
+    independently of the rest become grid axes, the rest become arms, seeds a `seeds` list."""
+    flats = [flatten_config(c) for c in configs]
+    keys = list(dict.fromkeys(k for f in flats for k in f))
+    MISSING = object()
+    rows = [tuple(f.get(k, MISSING) for k in keys) for f in flats]
+    base = {k: rows[0][i] for i, k in enumerate(keys)
+            if k != "seed" and all(r[i] == rows[0][i] for r in rows) and rows[0][i] is not MISSING}
+    rest = [k for k in keys if k not in base]
+    # seeds: the same seed set at every other point -> a top-level `seeds`
+    by_point: dict[tuple, list] = {}
+    for f in flats:
+        by_point.setdefault(tuple(_h(f.get(k, MISSING)) for k in rest if k != "seed"), []).append(f["seed"])
+    seed_sets = {tuple(sorted(s)) for s in by_point.values()}
+    seeds = list(seed_sets.pop()) if len(seed_sets) == 1 else None
+    vary = [k for k in rest if k != "seed" or seeds is None]
+    points = list(dict.fromkeys(tuple(_h(f.get(k, MISSING)) for k in vary) for f in flats))
+    axes: dict[str, list] = {}
+    for k in list(vary):  # peel off axes whose values combine freely with everything else
+        i = vary.index(k)
+        others = [k2 for k2 in vary if k2 != k]
+        if k in ("task", "arch", "label") or not others:
+            continue
+        vals = list(dict.fromkeys(p[i] for p in points))
+        if len(vals) < 2 or any(v is MISSING for v in vals):
+            continue
+        rest_pts = list(dict.fromkeys(p[:i] + p[i + 1:] for p in points))
+        if len(rest_pts) * len(vals) == len(points):
+            axes[k] = [_unh(v) for v in vals]
+            vary = others
+            points = rest_pts
+    lines = [f"# {description}" if description else "# generated by archsep", f"name = {_tv(name)}"]
+    if seeds is not None:
+        lines.append(f"seeds = {_tv(seeds)}")
+    lines.append("")
+    lines.append("[base]")
+    lines += _table_lines(base)
+    for p in points:
+        if not vary:
+            break
+        lines += ["", "[[arms]]"] + _table_lines({k: _unh(v) for k, v in zip(vary, p) if v is not MISSING})
+    if axes:
+        lines += ["", "[grid]"] + [f"{_tk(k)} = {_tv(v)}" for k, v in axes.items()]
+    if analysis:
+        lines += ["", "[analysis]"] + [f"{k} = {_tv(v)}" for k, v in analysis.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _h(v: Any) -> Any:
+    """Hashable stand-in for list values."""
+    return ("__list__", tuple(_h(x) for x in v)) if isinstance(v, list) else v
+
+
+def _unh(v: Any) -> Any:
+    return [_unh(x) for x in v[1]] if isinstance(v, tuple) and len(v) == 2 and v[0] == "__list__" else v
+
+
+def _table_lines(flat: dict[str, Any]) -> list[str]:
+    top = [f"{k} = {_tv(v)}" for k, v in flat.items() if "." not in k]
+    nested: dict[str, dict] = {}
+    for k, v in flat.items():
+        if "." in k:
+            h, _, s = k.partition(".")
+            nested.setdefault(h, {})[s] = v
+    return top + [f"{h} = {{ {', '.join(f'{_tk(k)} = {_tv(v)}' for k, v in t.items())} }}" for h, t in nested.items()]
+
+
+def _tk(k: str) -> str:
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
+
+
+def _tv(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        r = repr(v)
+        return r if any(c in r for c in ".en") else r + ".0"
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_tv(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{_tk(k)} = {_tv(x)}" for k, x in v.items()) + " }"
+    if v is None:
+        raise ArchsepError("sweep: TOML has no null; leave the key out instead")
+    raise ArchsepError(f"sweep: cannot write {v!r} to TOML")
