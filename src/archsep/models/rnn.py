@@ -1,4 +1,5 @@
-"""Bidirectional recurrent networks: vanilla ReLU/tanh, GRU, LSTM, with a linear readout."""
+"""Recurrent networks (uni- or bidirectional): vanilla ReLU/tanh, GRU, LSTM, with a linear
+readout at every position. `lstm` is paper A's setting: a unidirectional LSTM."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,4 +52,28 @@ class RNNConfig(ModelConfig):
         check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
 
     def build(self, spec: TaskSpec) -> RNN:
-        return RNN(spec, self.cell, self.hidden, self.layers, self.bidirectional, self.embed)
+        return RNN(spec, self.cell, self.hidden, self.layers, self.bidirectional, _embed_width(self.embed, self.hidden, spec))
+
+
+def _embed_width(embed: int | None, hidden: int, spec: TaskSpec) -> int | None:
+    """Token tasks need an embedding; its width defaults to the hidden size."""
+    return hidden if embed is None and spec.input == "tokens" else embed
+
+
+@MODELS.register("lstm")
+@dataclass(frozen=True)
+class LSTMConfig(ModelConfig):
+    """Paper A's LSTM: unidirectional, so the last position has read the whole input and the
+    state carried between positions is layers * 2 * hidden floats (h and c)."""
+
+    hidden: int = 64
+    layers: int = 1
+    embed: int | None = None
+
+    def __post_init__(self) -> None:
+        check(self.hidden >= 1, "hidden", f"must be >= 1, got {self.hidden}")
+        check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
+        check(self.embed is None or self.embed >= 1, "embed", f"must be >= 1, got {self.embed}")
+
+    def build(self, spec: TaskSpec) -> RNN:
+        return RNN(spec, "lstm", self.hidden, self.layers, False, _embed_width(self.embed, self.hidden, spec))

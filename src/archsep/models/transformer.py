@@ -1,0 +1,152 @@
+"""Standard pre-LN Transformer (paper A's TF-(L, w)): token/vector embedding plus absolute
+positions, L blocks of `h + attn(LN(h))`, `h + mlp(LN(h))`, a final LayerNorm and a linear
+readout at every position (the task picks the query position). Causal or bidirectional.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import ArchsepError, check
+from ..tasks.base import TaskSpec
+from .base import ModelConfig, SeqModel, input_layer
+from .registry import MODELS
+
+_POSITIONS = ("learned", "sinusoidal", "none")
+_POOLS = ("none", "mean")
+
+
+def sinusoidal_positions(length: int, width: int) -> torch.Tensor:
+    """The fixed sin/cos codes of Vaswani et al., (length, width); odd widths drop the last cos."""
+    pos = torch.arange(length, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))
+    pe = torch.zeros(length, width)
+    pe[:, 0::2] = torch.sin(pos * freq)
+    pe[:, 1::2] = torch.cos(pos * freq)[:, : width // 2]
+    return pe
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, width: int, heads: int, causal: bool):
+        super().__init__()
+        self.heads, self.causal = heads, causal
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+
+    def _qkv(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        B, L, W = h.shape
+        q, k, v = self.qkv(h).view(B, L, 3, self.heads, W // self.heads).permute(2, 0, 3, 1, 4)
+        return q, k, v  # each (B, H, L, W/H)
+
+    def weights(self, h: torch.Tensor) -> torch.Tensor:
+        """(B, H, L, L) softmax attention weights (the explicit form of what `forward` computes)."""
+        q, k, _ = self._qkv(h)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        if self.causal:
+            L = h.shape[1]
+            future = torch.ones(L, L, dtype=torch.bool, device=h.device).triu(1)
+            scores = scores.masked_fill(future, float("-inf"))
+        return scores.softmax(-1)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._qkv(h)
+        # the fused kernel (flash/memory-efficient on GPU); same maths as `weights(h) @ v`
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        return self.proj(out.transpose(1, 2).flatten(2))
+
+
+class Block(nn.Module):
+    def __init__(self, width: int, heads: int, mlp_width: int, causal: bool):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.attn = SelfAttention(width, heads, causal)
+        self.mlp = nn.Sequential(nn.Linear(width, mlp_width), nn.GELU(), nn.Linear(mlp_width, width))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = h + self.attn(self.ln1(h))
+        return h + self.mlp(self.ln2(h))
+
+
+class PreLNTransformer(SeqModel):
+    def __init__(self, spec: TaskSpec, layers: int, width: int, heads: int, mlp_width: int,
+                 positions: str, causal: bool, pool: str):
+        super().__init__()
+        self.max_len, self.width, self.layers = spec.seq_len, width, layers
+        self.causal, self.pool, self.positions = causal, pool, positions
+        self.embed = input_layer(spec, width)
+        if positions == "learned":
+            self.pos = nn.Parameter(torch.randn(spec.seq_len, width) * 0.02)
+        elif positions == "sinusoidal":
+            self.register_buffer("pos", sinusoidal_positions(spec.seq_len, width), persistent=False)
+        else:
+            self.pos = None
+        self.blocks = nn.ModuleList(Block(width, heads, mlp_width, causal) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(width)
+        self.head = nn.Linear(width, spec.output_dim)
+
+    def _embed(self, x: torch.Tensor) -> torch.Tensor:
+        L = x.shape[1]
+        if L > self.max_len:
+            raise ArchsepError(f"seq_len: input length {L} exceeds the model's maximum {self.max_len}")
+        h = self.embed(x)
+        return h if self.pos is None else h + self.pos[:L]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self._embed(x)
+        for block in self.blocks:
+            h = block(h)
+        h = self.ln_f(h)
+        if self.pool == "mean":  # mean over the positions each output may see
+            if self.causal:
+                h = h.cumsum(1) / torch.arange(1, h.shape[1] + 1, device=h.device)[:, None]
+            else:
+                h = h.mean(1, keepdim=True).expand_as(h)
+        return self.head(h)
+
+    @torch.no_grad()
+    def attention_maps(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Per layer, the (B, H, L, L) attention weights on input x (for diagnostics)."""
+        maps, h = [], self._embed(x)
+        for block in self.blocks:
+            maps.append(block.attn.weights(block.ln1(h)))
+            h = block(h)
+        return maps
+
+    def cache_size(self, seq_len: int) -> int:
+        """Floats of the KV cache after seq_len positions: keys and values of width w per layer."""
+        return self.layers * 2 * self.width * seq_len
+
+
+@MODELS.register("tf-preln")
+@dataclass(frozen=True)
+class PreLNTransformerConfig(ModelConfig):
+    """Pre-LN Transformer with `layers` blocks of width `width`, `heads` heads and a GELU MLP
+    of width `mlp_width` (default 4*width). positions: learned (sized to the task's seq_len),
+    sinusoidal or none; causal or bidirectional attention; pool='mean' reads out the mean of
+    the final states (over the visible prefix when causal) instead of each position's own."""
+
+    layers: int = 2
+    width: int = 64
+    heads: int = 4
+    mlp_width: int | None = None
+    positions: Literal["learned", "sinusoidal", "none"] = "learned"
+    causal: bool = True
+    pool: Literal["none", "mean"] = "none"
+
+    def __post_init__(self) -> None:
+        check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
+        check(self.width >= 1, "width", f"must be >= 1, got {self.width}")
+        check(self.heads >= 1, "heads", f"must be >= 1, got {self.heads}")
+        check(self.width % self.heads == 0, "heads", f"must divide width {self.width}, got {self.heads}")
+        check(self.mlp_width is None or self.mlp_width >= 1, "mlp_width", f"must be >= 1, got {self.mlp_width}")
+        check(self.positions in _POSITIONS, "positions", f"must be one of {', '.join(_POSITIONS)}, got {self.positions!r}")
+        check(self.pool in _POOLS, "pool", f"must be one of {', '.join(_POOLS)}, got {self.pool!r}")
+
+    def build(self, spec: TaskSpec) -> PreLNTransformer:
+        return PreLNTransformer(spec, self.layers, self.width, self.heads, self.mlp_width or 4 * self.width,
+                                self.positions, self.causal, self.pool)
