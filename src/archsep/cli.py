@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-progress", action="store_true")
 
     sub.add_parser("list", help="list presets, tasks, architectures and links")
+    from .cli_sweep import add_parsers as _sweep_parsers  # sweep, status, export, report
+
+    _sweep_parsers(sub, _positive_int)
     return p
 
 
@@ -65,6 +68,9 @@ def cmd_list(a: argparse.Namespace) -> int:
 
 
 COMMANDS = {"reproduce": cmd_reproduce, "list": cmd_list}
+from .cli_sweep import COMMANDS as _SWEEP_COMMANDS  # noqa: E402
+
+COMMANDS.update(_SWEEP_COMMANDS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -137,3 +137,45 @@ def exponent_difference(a: dict[int, np.ndarray], b: dict[int, np.ndarray], n_bo
     d = d[np.isfinite(d)]
     ci = (float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5))) if len(d) else (math.nan, math.nan)
     return fb.alpha - fa.alpha, ci
+
+
+@dataclass
+class Separation:
+    """alpha_worse - alpha_better with a bootstrap CI: a separation in the scaling exponent
+    holds when the CI excludes 0 (lies above it)."""
+
+    better: str
+    worse: str
+    difference: float
+    ci: tuple[float, float]
+    lower_bound: bool  # censored runs entered at the budget
+
+    @property
+    def excludes_zero(self) -> bool:
+        lo, hi = self.ci
+        return bool(math.isfinite(lo) and math.isfinite(hi) and (lo > 0 or hi < 0))
+
+    @property
+    def held(self) -> bool:
+        return bool(math.isfinite(self.ci[0]) and self.ci[0] > 0)
+
+    def text(self) -> str:
+        if not math.isfinite(self.difference):
+            return f"alpha_{self.worse} - alpha_{self.better}: not estimable (fewer than two lengths with data)"
+        lo, hi = self.ci
+        verdict = ("excludes 0: the exponents differ" if self.excludes_zero else "includes 0: no separation shown")
+        note = " (censored runs enter at the budget)" if self.lower_bound else ""
+        return (f"alpha_{self.worse} - alpha_{self.better} = {self.difference:.2f}, "
+                f"95% CI [{lo:.2f}, {hi:.2f}] {verdict}{note}")
+
+    def to_dict(self) -> dict:
+        return {"better": self.better, "worse": self.worse, "difference": _num(self.difference),
+                "ci": [_num(self.ci[0]), _num(self.ci[1])], "excludes_zero": self.excludes_zero,
+                "held": self.held, "censored_data": self.lower_bound, "text": self.text()}
+
+
+def separation(better: str, a: dict[int, np.ndarray], worse: str, b: dict[int, np.ndarray],
+               censored: bool = False, n_boot: int = 2000, seed: int = 0) -> Separation:
+    """The separation statement between two architectures' samples-vs-N data."""
+    d, ci = exponent_difference(a, b, n_boot=n_boot, seed=seed)
+    return Separation(better, worse, d, ci, censored)

@@ -1,0 +1,187 @@
+"""The sweep/store subcommands of the `archsep` CLI: sweep, status, export, report.
+
+Kept apart from cli.py so that the main CLI file stays small; cli.py registers these.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+from .errors import ArchsepError
+
+
+def add_parsers(sub, positive_int) -> None:
+    s = sub.add_parser("sweep", help="run a sweep file (TOML) or a preset as a sweep, into a results store")
+    s.add_argument("spec", metavar="FILE", help="a sweep file (.toml) or a preset name (see `archsep list`)")
+    s.add_argument("--out", help="output directory holding the store archsep.db (default results/<sweep name>)")
+    s.add_argument("--executor", default="local", help="local (default: a process pool) | ray")
+    s.add_argument("--address", help="Ray cluster address HOST:PORT (default: start a local cluster)")
+    s.add_argument("--workers", type=positive_int("--workers"),
+                   help="worker processes (local) or concurrent tasks (ray); default: CPU cores")
+    s.add_argument("--device", help="auto | cpu | cuda, for every run (not part of a run's identity)")
+    s.add_argument("--quick", action="store_true", help="with a preset name: its CPU-sized version")
+    s.add_argument("--retry-errors", action="store_true", help="run again the runs stored with status error")
+    s.add_argument("--dry-run", action="store_true", help="validate and list the runs, run nothing")
+    s.add_argument("--print-toml", action="store_true", help="print the sweep as a TOML file and exit")
+    s.add_argument("--no-progress", action="store_true")
+
+    st = sub.add_parser("status", help="done, pending and failed runs of a results store")
+    st.add_argument("dir", metavar="DIR")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+
+    e = sub.add_parser("export", help="write the store's runs as one flat table (pandas reads it directly)")
+    e.add_argument("dir", metavar="DIR")
+    e.add_argument("--format", default="csv", help="csv | parquet")
+    e.add_argument("-o", "--output", help="output file (default DIR/runs.<format>)")
+
+    r = sub.add_parser("report", help="a self-contained HTML report of a results store")
+    r.add_argument("dir", metavar="DIR")
+    r.add_argument("-o", "--output", help="output file (default DIR/report.html)")
+
+
+def cmd_sweep(a: argparse.Namespace) -> int:
+    from . import sweep as sw
+    from .executors import EXECUTORS
+    from .measure import run_configs
+
+    if a.executor not in EXECUTORS:
+        from .errors import unknown
+
+        raise unknown("--executor", a.executor, EXECUTORS)
+    if a.address is not None and a.executor != "ray":
+        raise ArchsepError("--address: only used with --executor ray")
+    if a.device is not None:
+        from .config import resolve_device
+
+        resolve_device(a.device)
+    s = sw.load(a.spec, a.quick, a.device)
+    if a.print_toml:
+        sys.stdout.write(s.source)
+        return 0
+    if a.dry_run:
+        print(f"{s.name}: {len(s.configs)} run(s), sweep id {s.sweep_id}")
+        for c in s.configs:
+            print(f"  {c.run_id}  {c.label or c.arch:<6} {json.dumps(c.task_params, sort_keys=True)} seed={c.seed}")
+        return 0
+    out = Path(a.out) if a.out else Path("results") / s.name
+    results = run_configs(s.configs, out, a.workers, progress=not a.no_progress, desc=s.name,
+                          executor=a.executor, address=a.address, sweep=s, retry_errors=a.retry_errors)
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    print(f"{s.name}: {len(results)} run(s) in {out}: "
+          + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    print(f"  next: archsep status {out}; archsep report {out} -o {out / 'report.html'}")
+    return 0
+
+
+def cmd_status(a: argparse.Namespace) -> int:
+    from .store import open_store
+
+    with open_store(a.dir, create=False) as store:
+        st = store.status()
+    if a.json:
+        print(json.dumps(st, indent=2))
+        return 0
+    print(f"{st['path']}: {st['finished']} finished, {st['pending']} pending; "
+          + ", ".join(f"{k} {v}" for k, v in st["by_status"].items()))
+    for s in st["sweeps"]:
+        print(f"  sweep {s['name']} ({s['sweep_id']}): {s['done']}/{s['total']} done, "
+              f"{s['pending']} pending, {s['failed']} failed")
+    for f in st["failed"][:20]:
+        cfg = json.loads(f["config"])
+        msg = (f["error"] or "").strip().splitlines()[0] if f["error"] else "metric above the divergence limit"
+        print(f"  {f['status']:<9} {f['run_id']} {cfg.get('label') or cfg.get('arch')} "
+              f"{json.dumps(cfg.get('task_params'), sort_keys=True)} seed={cfg.get('seed')}: {msg}")
+    if len(st["failed"]) > 20:
+        print(f"  ... and {len(st['failed']) - 20} more failed run(s) (--json lists all)")
+    return 0
+
+
+def export_rows(store) -> list[dict]:
+    """One flat dict per run: config fields as dotted columns, metrics, provenance."""
+    sweeps_of: dict[str, list[str]] = {}
+    names = {s["sweep_id"]: s["name"] for s in store.sweeps()}
+    for p in store.planned():
+        sweeps_of.setdefault(p["run_id"], []).append(names.get(p["sweep_id"], p["sweep_id"]))
+    out = []
+    for row in store.rows():
+        cfg = json.loads(row["config"])
+        flat = {"run_id": row["run_id"], "task": cfg.get("task"), "arch": cfg.get("arch"),
+                "label": cfg.get("label"), "seed": cfg.get("seed")}
+        for t in ("task_params", "model_params", "train"):
+            for k, v in sorted((cfg.get(t) or {}).items()):
+                flat[f"{t}.{k}"] = json.dumps(v) if isinstance(v, (list, dict)) else v
+        flat.update({k: row[k] for k in ("status", "samples", "resolution", "final_metric", "best_metric",
+                                        "wall_s", "params", "state_size")})
+        flat["censored"] = row["status"] == "censored"
+        flat["error"] = (row["error"] or "").strip().splitlines()[0] if row["error"] else None
+        flat.update({k: row[k] for k in ("archsep_version", "torch_version", "device", "host", "started_at",
+                                        "finished_at", "committed_at")})
+        flat["sweeps"] = ",".join(sorted(set(sweeps_of.get(row["run_id"], []))))
+        flat["curve"] = row["curve"]
+        out.append(flat)
+    return out
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    from .store import open_store
+
+    fmt = a.format.lower()
+    if fmt not in ("csv", "parquet"):
+        from .errors import unknown
+
+        raise unknown("--format", a.format, ["csv", "parquet"])
+    with open_store(a.dir, create=False) as store:
+        rows = export_rows(store)
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    dest = Path(a.output) if a.output else Path(a.dir) / f"runs.{fmt}"
+    if not dest.parent.is_dir():
+        raise ArchsepError(f"-o: directory '{dest.parent}' does not exist")
+    tmp = dest.with_name(dest.name + ".tmp")
+    try:
+        if fmt == "csv":
+            with tmp.open("w", newline="") as f:
+                w = csv.DictWriter(f, columns)
+                w.writeheader()
+                w.writerows(rows)
+        else:
+            _write_parquet(rows, columns, tmp)
+        tmp.replace(dest)
+    except OSError as e:
+        raise ArchsepError(f"-o: cannot write '{dest}': {e.strerror or e}") from None
+    print(f"{len(rows)} run(s), {len(columns)} column(s) -> {dest}")
+    return 0
+
+
+def _write_parquet(rows: list[dict], columns: list[str], dest: Path) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ArchsepError("--format parquet: needs pyarrow; pip install 'archsep[parquet]'") from None
+    arrays = []
+    for c in columns:
+        vals = [r.get(c) for r in rows]
+        try:
+            arrays.append(pa.array(vals))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types in one column: keep them as text
+            arrays.append(pa.array([None if v is None else str(v) for v in vals]))
+    pq.write_table(pa.Table.from_arrays(arrays, names=columns), dest)
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from .report import write_report
+
+    dest = Path(a.output) if a.output else Path(a.dir) / "report.html"
+    if not dest.parent.is_dir():
+        raise ArchsepError(f"-o: directory '{dest.parent}' does not exist")
+    p = write_report(a.dir, dest)
+    print(f"report -> {p}")
+    return 0
+
+
+COMMANDS = {"sweep": cmd_sweep, "status": cmd_status, "export": cmd_export, "report": cmd_report}
