@@ -69,44 +69,58 @@ def scan_parallel(dA: torch.Tensor, dBx: torch.Tensor, C: torch.Tensor) -> torch
 
 class FusedScan(torch.autograd.Function):
     """The sequential scan with a hand-written backward (a reverse-time scan), working one
-    (B, E, N) slice at a time: no (B, L, E, N) temporaries besides the stored states and no
-    per-step autograd nodes. The fast path on CPU; checked against `scan_sequential`.
+    (B, E, N) slice at a time: no per-step autograd nodes and no (B, L, E, N) temporaries
+    besides the stored states and decays. The fast path on CPU; checked against
+    `scan_sequential`. Out-of-place ops only, so functorch can vmap it (stacked training).
     u, delta: (B, L, E); A: (E, N); B, C: (B, L, N) -> y (B, L, E) without the D skip."""
 
-    @staticmethod
-    def forward(ctx, u, delta, A, B, C):  # type: ignore[override]
-        du = delta * u
-        s = u.new_zeros(u.shape[0], u.shape[2], A.shape[1])
-        states = u.new_empty(*u.shape, A.shape[1])
-        decays = torch.empty_like(states)  # kept: exp is the costliest op to recompute
-        for t in range(u.shape[1]):
-            a = decays[:, t] = torch.exp(delta[:, t, :, None] * A)
-            s = states[:, t] = a * s + du[:, t, :, None] * B[:, t, None, :]
-        ctx.save_for_backward(u, delta, A, B, C, states, decays)
-        return torch.einsum("blen,bln->ble", states, C)
+    generate_vmap_rule = True
 
     @staticmethod
-    def backward(ctx, gy):  # type: ignore[override]
+    def forward(u, delta, A, B, C):  # type: ignore[override]
+        du = delta * u
+        s = torch.zeros_like(du[:, 0, :, None] * A)
+        states, decays, ys = [], [], []  # decays kept: exp is the costliest op to recompute
+        for t in range(u.shape[1]):
+            decays.append(torch.exp(delta[:, t, :, None] * A))
+            s = decays[-1] * s + du[:, t, :, None] * B[:, t, None, :]
+            states.append(s)
+            ys.append(torch.bmm(s, C[:, t, :, None])[..., 0])
+        return torch.stack(ys, 1), torch.stack(states, 1), torch.stack(decays, 1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # type: ignore[override]
+        ctx.save_for_backward(*inputs, output[1], output[2])
+        ctx.mark_non_differentiable(output[1], output[2])
+
+    @staticmethod
+    def backward(ctx, gy, _g_states, _g_decays):  # type: ignore[override]
         u, delta, A, B, C, states, decays = ctx.saved_tensors
         du = delta * u
+        L = u.shape[1]
         g = torch.zeros_like(states[:, 0])  # dLoss/ds_t, accumulated backwards in time
-        g_du, g_dt, gB = torch.empty_like(u), torch.empty_like(u), torch.empty_like(B)
+        g_du, g_dt, gB, gC = [None] * L, [None] * L, [None] * L, [None] * L
         gA = torch.zeros_like(A)
-        for t in range(u.shape[1] - 1, -1, -1):
+        for t in range(L - 1, -1, -1):
+            s_t = states[:, t]
+            gC[t] = torch.bmm(gy[:, t, None, :], s_t)[:, 0]
             g = g + gy[:, t, :, None] * C[:, t, None, :]
             # s_t = exp(delta_t A) * s_{t-1} + du_t B_t
-            g_du[:, t] = torch.bmm(g, B[:, t, :, None])[..., 0]
-            gB[:, t] = torch.bmm(du[:, t, None, :], g)[:, 0]
-            a = decays[:, t]
-            if t > 0:
-                g_exp = g * states[:, t - 1] * a  # dLoss/d(delta_t A)
-                g_dt[:, t] = (g_exp * A).sum(-1)
-                gA += (g_exp * delta[:, t, :, None]).sum(0)
+            g_du[t] = torch.bmm(g, B[:, t, :, None])[..., 0]
+            gB[t] = torch.bmm(du[:, t, None, :], g)[:, 0]
+            if t:
+                g_exp = g * states[:, t - 1] * decays[:, t]  # dLoss/d(delta_t A)
+                g_dt[t] = (g_exp * A).sum(-1)
+                gA = gA + (g_exp * delta[:, t, :, None]).sum(0)
             else:
-                g_dt[:, t] = 0
-            g = g * a
-        gC = torch.einsum("ble,blen->bln", gy, states)
-        return g_du * delta, g_dt + g_du * u, gA, gB, gC
+                g_dt[t] = torch.zeros_like(g_du[t])
+            g = g * decays[:, t]
+        g_du_t = torch.stack(g_du, 1)
+        return g_du_t * delta, torch.stack(g_dt, 1) + g_du_t * u, gA, torch.stack(gB, 1), torch.stack(gC, 1)
+
+
+def fused_scan(u, delta, A, B, C) -> torch.Tensor:
+    return FusedScan.apply(u, delta, A, B, C)[0]
 
 
 class RMSNorm(nn.Module):
@@ -155,7 +169,7 @@ class MambaMixer(nn.Module):
             return self.out_proj(y.transpose(1, 2))
         scan = self.scan if self.scan != "auto" else ("parallel" if u.is_cuda else "fused")
         if scan == "fused":
-            y = FusedScan.apply(u, delta, A, B, C)
+            y = fused_scan(u, delta, A, B, C)
         else:
             dA = torch.exp(delta[..., None] * A)  # (B, L, E, N)
             dBx = (delta * u)[..., None] * B[:, :, None, :]

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ArchsepError, check
@@ -43,21 +42,24 @@ class SelfAttention(nn.Module):
         q, k, v = self.qkv(h).view(B, L, 3, self.heads, W // self.heads).permute(2, 0, 3, 1, 4)
         return q, k, v  # each (B, H, L, W/H)
 
-    def weights(self, h: torch.Tensor) -> torch.Tensor:
-        """(B, H, L, L) softmax attention weights (the explicit form of what `forward` computes)."""
-        q, k, _ = self._qkv(h)
+    def _weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
         if self.causal:
-            L = h.shape[1]
-            future = torch.ones(L, L, dtype=torch.bool, device=h.device).triu(1)
+            L = q.shape[-2]
+            future = torch.ones(L, L, dtype=torch.bool, device=q.device).triu(1)
             scores = scores.masked_fill(future, float("-inf"))
         return scores.softmax(-1)
 
+    def weights(self, h: torch.Tensor) -> torch.Tensor:
+        """(B, H, L, L) softmax attention weights."""
+        q, k, _ = self._qkv(h)
+        return self._weights(q, k)
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:
+        # explicit softmax(QK^T/sqrt(d)) V rather than the fused SDPA kernel: it vmaps natively
+        # (the engine stacks models with vmap) and is exactly what `weights` reports
         q, k, v = self._qkv(h)
-        # the fused kernel (flash/memory-efficient on GPU); same maths as `weights(h) @ v`
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
-        return self.proj(out.transpose(1, 2).flatten(2))
+        return self.proj((self._weights(q, k) @ v).transpose(1, 2).flatten(2))
 
 
 class Block(nn.Module):
