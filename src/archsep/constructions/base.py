@@ -92,3 +92,18 @@ def run_construction(name: str, Ns: Sequence[int] | None = None, out: str | Path
         paths.append(write_csv(rows, d / f"{name}.csv"))
         paths += c.plot(rows, d / name)
     return rows, paths
+
+
+@torch.no_grad()
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """softmax(q k^T) v for (B, Lq, D), (B, Lk, D), (B, Lk, E), in query chunks so that the
+    Lq x Lk score matrix is never held whole (400 MB per example at L = 10^4)."""
+    return torch.cat([torch.softmax(q[:, s:s + chunk] @ k.transpose(1, 2), -1) @ v
+                      for s in range(0, q.shape[1], chunk)], 1)
+
+
+def sharp_scale(n_keys: int, coherence: float, slack: float = 3.0) -> float:
+    """A query scale eta making the softmax nearly hard: with unit self-score and off-target
+    scores <= coherence, the off-target weight is at most n e^{-eta (1 - coh)} = e^{-slack} / n^2."""
+    n = max(n_keys, 2)
+    return (3 * math.log(n) + slack) / max(1 - coherence, 1e-6)
