@@ -53,6 +53,10 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         raise unknown("--executor", a.executor, EXECUTORS)
     if a.address is not None and a.executor != "ray":
         raise ArchsepError("--address: only used with --executor ray")
+    if a.address is not None:
+        from .executors import _probe
+
+        _probe(a.address)  # fail in seconds, before the store is touched
     if a.device is not None:
         from .config import resolve_device
 

@@ -136,6 +136,8 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str | None = None, workers: int | None = None, threads: int = 1):
+        if address:
+            _probe(address)  # before importing ray: a wrong address fails fast either way
         try:
             import ray
         except ImportError:
@@ -144,8 +146,6 @@ class RayExecutor:
         self.address = address
         self.threads = threads
         self.started_here = False
-        if address:
-            _probe(address)
         if not ray.is_initialized():
             kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
             try:

@@ -6,6 +6,7 @@ import os
 import time
 from pathlib import Path
 
+from .config import RunConfig
 from .measure import prepare_out, run_configs
 from .presets import PRESETS
 from .presets.base import write_json
@@ -23,7 +24,12 @@ def reproduce(name: str, quick: bool = False, out: str | Path | None = None, wor
     out_dir = prepare_out(out or Path("results") / (name + ("-quick" if quick else "")))
     configs = preset.configs(quick, device)
     t0 = time.perf_counter()
-    results = run_configs(configs, out_dir, workers or default_workers(), progress=progress, desc=name)
+    from .sweep import from_preset
+
+    # the preset is a sweep: registering it lets `archsep status/report OUT` see the plan
+    sweep = from_preset(name, quick, device) if all(isinstance(c, RunConfig) for c in configs) else None
+    results = run_configs(configs, out_dir, workers or default_workers(), progress=progress, desc=name,
+                          sweep=sweep)
     write_runs_csv(results, out_dir / "runs.csv")
     summary = preset.summarize(results, quick)
     summary["wall_s"] = round(time.perf_counter() - t0, 1)

@@ -48,7 +48,7 @@ from .registry import _coerce
 TOP_KEYS = ("name", "description", "seeds", "base", "arms", "grid", "analysis")
 RUN_KEYS = ("task", "arch", "label", "seed", "task_params", "model_params", "train")
 PARAM_TABLES = ("task_params", "model_params", "train")
-ANALYSIS_KEYS = ("x", "separations", "metric")
+ANALYSIS_KEYS = ("x", "separations")
 MAX_RUNS = 100_000
 
 

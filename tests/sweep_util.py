@@ -1,0 +1,39 @@
+"""Shared helpers of the sweep/store/report tests: tiny sweep files and a CLI runner."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ARCHSEP = [sys.executable, "-m", "archsep.cli"]
+
+
+def tiny_toml(name: str = "tiny", Ns=(2, 3), seeds: int | list = 1, budget: int = 1280, arms=("tf", "ffn"),
+              threshold: float = 0.9, extra: str = "") -> str:
+    arm_txt = {
+        "tf": '[[arms]]\nlabel = "TF"\narch = "tf"\nmodel_params = { mlp_width = 16 }\n',
+        "ffn": '[[arms]]\nlabel = "FFN"\narch = "ffn"\n',
+    }
+    seeds_txt = f"seeds = {list(seeds)}" if isinstance(seeds, (list, tuple)) else f"seeds = {seeds}"
+    return (f'name = "{name}"\n{seeds_txt}\n[base]\ntask = "qstr"\ntask_params = {{ d = 4, q = 1 }}\n'
+            f"train = {{ budget = {budget}, eval_size = 200, threshold = {threshold}, eval_every = 5 }}\n"
+            + "".join(arm_txt[a] for a in arms)
+            + f'[grid]\n"task_params.N" = {list(Ns)}\n' + extra + '\n[analysis]\nseparations = [["TF", "FFN"]]\n')
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def env() -> dict:
+    e = dict(os.environ)
+    e.setdefault("OMP_NUM_THREADS", "1")
+    e["PYTHONUNBUFFERED"] = "1"
+    return e
+
+
+def cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*ARCHSEP, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env(),
+                          timeout=timeout)

@@ -1,0 +1,125 @@
+"""Sweep files: expansion, validation, presets as sweeps, the local executor and resuming."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from archsep import sweep as sw
+from archsep.errors import ArchsepError
+from archsep.executors import plan_batches
+from archsep.measure import run_configs
+from archsep.store import open_store
+from sweep_util import cli, tiny_toml, write
+
+
+def test_grid_is_arms_times_axes_times_seeds_with_distinct_identities():
+    s = sw.parse(tiny_toml(Ns=(2, 3, 4), seeds=2, extra='train.lr = [1e-3, 3e-4]'))
+    assert len(s.configs) == 2 * 3 * 2 * 2
+    assert len({c.run_id for c in s.configs}) == len(s.configs)
+    assert {c.label for c in s.configs} == {"TF", "FFN"}
+    assert {c.train.lr for c in s.configs} == {1e-3, 3e-4}  # the unquoted dotted key is an axis too
+    assert {c.task_params["N"] for c in s.configs} == {2, 3, 4}
+    assert all(c.model_params == {"mlp_width": 16} for c in s.configs if c.arch == "tf")
+    assert s.analysis["separations"] == [["TF", "FFN"]] and s.analysis["x"] == "task_params.N"
+
+
+def test_seed_lists_and_a_seed_axis():
+    a = sw.parse(tiny_toml(seeds=[3, 7]))
+    assert sorted({c.seed for c in a.configs}) == [3, 7]
+    text = tiny_toml(extra="seed = [0, 1, 2]").replace("seeds = 1\n", "")
+    assert sorted({c.seed for c in sw.parse(text).configs}) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("name", ["qstr-fig1a", "qstr-fig1b"])
+@pytest.mark.parametrize("quick", [True, False])
+def test_a_preset_is_a_sweep_and_its_toml_gives_the_same_runs(name, quick):
+    s = sw.load(name, quick=quick)
+    assert s.preset == name and s.analysis["separations"]
+    again = sw.parse(s.source)
+    assert sorted(c.run_id for c in again.configs) == sorted(c.run_id for c in s.configs)
+    assert again.sweep_id == s.sweep_id
+
+
+def test_validation_names_the_key_and_the_closest_valid_one():
+    with pytest.raises(ArchsepError, match=r"grid.task_params.NN\[0\]: unknown key 'NN' \(did you mean 'N'\?\)"):
+        sw.parse(tiny_toml(extra='"task_params.NN" = [2]'))
+    with pytest.raises(ArchsepError, match=r"unknown key 'grdi' \(did you mean 'grid'\?\)"):
+        sw.parse("grdi = 1\n" + tiny_toml())
+    with pytest.raises(ArchsepError, match=r"grid.train.lr: empty axis"):
+        sw.parse(tiny_toml(extra='"train.lr" = []'))
+    with pytest.raises(ArchsepError, match=r"base.train.budget: expected an integer"):
+        sw.parse(tiny_toml().replace("budget = 1280", 'budget = "lots"'))
+    with pytest.raises(ArchsepError, match=r"q: must be <= N"):
+        sw.parse(tiny_toml().replace("q = 1", "q = 3"))
+
+
+def test_runs_that_differ_only_in_label_are_rejected():
+    text = tiny_toml(arms=("ffn",)).replace("[grid]", '[[arms]]\nlabel = "FFN2"\narch = "ffn"\n[grid]')
+    with pytest.raises(ArchsepError, match="same run"):
+        sw.parse(text)
+
+
+def test_plan_batches_groups_seeds_and_splits_for_idle_workers():
+    s = sw.parse(tiny_toml(Ns=(2,), seeds=4, arms=("tf",)))
+    assert [len(b) for b in plan_batches(s.configs, 1)] == [4]
+    assert sorted(len(b) for b in plan_batches(s.configs, 2)) == [2, 2]
+    assert sum(len(b) for b in plan_batches(s.configs, 8)) == 4
+
+
+def test_local_sweep_runs_once_and_resumes_without_recomputing(tmp_path):
+    s = sw.parse(tiny_toml(Ns=(2,), seeds=2))
+    first = run_configs(s.configs, tmp_path, workers=1, progress=False, sweep=s)
+    assert {r.status for r in first} <= {"ok", "censored"}
+    with open_store(tmp_path) as st:
+        stamps = {r["run_id"]: r["committed_at"] for r in st.rows()}
+        status = st.status()
+    assert status["finished"] == 4 and status["pending"] == 0 and status["sweeps"][0]["done"] == 4
+    seen = []
+    again = run_configs(s.configs, tmp_path, workers=1, progress=False, on_result=seen.append, sweep=s)
+    assert seen == [] and [r.to_dict() for r in again] == [r.to_dict() for r in first]
+    with open_store(tmp_path) as st:
+        assert {r["run_id"]: r["committed_at"] for r in st.rows()} == stamps
+
+
+def test_cli_dry_run_and_print_toml(tmp_path):
+    f = write(tmp_path / "s.toml", tiny_toml(Ns=(2, 3), seeds=2))
+    r = cli("sweep", f, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("tiny: 8 run(s)") and len(r.stdout.strip().splitlines()) == 9
+    r = cli("sweep", "qstr-fig1a", "--quick", "--print-toml")
+    assert r.returncode == 0, r.stderr
+    assert sw.parse(r.stdout).sweep_id == sw.load("qstr-fig1a", quick=True).sweep_id
+    assert not (tmp_path / "results").exists()
+
+
+def test_separation_statement_says_whether_the_ci_excludes_zero():
+    from archsep.stats import separation
+
+    rng = np.random.default_rng(0)
+    flat = {n: 1000 * np.exp(rng.normal(0, 0.05, 4)) for n in (2, 4, 8)}
+    linear = {n: 500 * n * np.exp(rng.normal(0, 0.05, 4)) for n in (2, 4, 8)}
+    s = separation("TF", flat, "FFN", linear)
+    assert s.excludes_zero and s.held and 0.8 < s.difference < 1.2
+    assert "excludes 0" in s.text()
+    same = separation("A", flat, "B", {n: v * 1.1 for n, v in flat.items()})
+    assert not same.excludes_zero and "includes 0" in same.text()
+
+
+def test_analysis_reports_censored_points_as_above_the_budget():
+    from archsep.report import analyze
+    from archsep.train import RunResult
+
+    def run(label, N, seed, samples, status):
+        cfg = {"task": "qstr", "arch": "tf", "label": label, "seed": seed, "task_params": {"N": N},
+               "model_params": {}, "train": {"budget": 1000}}
+        return RunResult(f"{label}{N}{seed}", cfg, status, samples, 64, 0.5, 0.5)
+
+    rs = [run("TF", N, s, 1000 if N == 4 else 100 * N, "censored" if N == 4 else "ok") for N in (2, 3, 4)
+          for s in range(3)]
+    a = analyze(rs)
+    p4 = [p for p in a["points"] if p["x"] == 4][0]
+    assert p4["median_text"] == "> 1000" and p4["n_censored"] == 3
+    assert a["fits"]["TF"]["censored_data"] is True
+    json.dumps(a)  # JSON-safe
