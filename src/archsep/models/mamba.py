@@ -70,8 +70,9 @@ def scan_parallel(dA: torch.Tensor, dBx: torch.Tensor, C: torch.Tensor) -> torch
 class FusedScan(torch.autograd.Function):
     """The sequential scan with a hand-written backward (a reverse-time scan), working one
     (B, E, N) slice at a time: no per-step autograd nodes and no (B, L, E, N) temporaries
-    besides the stored states and decays. The fast path on CPU; checked against
-    `scan_sequential`. Out-of-place ops only, so functorch can vmap it (stacked training).
+    besides the stored states (time-major, so each step's slice is contiguous). Decays are
+    recomputed in the backward pass: cheaper than storing them. The fast path on CPU; checked
+    against `scan_sequential`. Out-of-place ops only, so functorch can vmap it (stacked training).
     u, delta: (B, L, E); A: (E, N); B, C: (B, L, N) -> y (B, L, E) without the D skip."""
 
     generate_vmap_rule = True
@@ -80,43 +81,46 @@ class FusedScan(torch.autograd.Function):
     def forward(u, delta, A, B, C):  # type: ignore[override]
         du = delta * u
         s = torch.zeros_like(du[:, 0, :, None] * A)
-        states, decays, ys = [], [], []  # decays kept: exp is the costliest op to recompute
+        states, ys = [], []
         for t in range(u.shape[1]):
-            decays.append(torch.exp(delta[:, t, :, None] * A))
-            s = decays[-1] * s + du[:, t, :, None] * B[:, t, None, :]
+            decay = torch.exp(delta[:, t, :, None] * A)
+            s = torch.addcmul(du[:, t, :, None] * B[:, t, None, :], decay, s)
             states.append(s)
             ys.append(torch.bmm(s, C[:, t, :, None])[..., 0])
-        return torch.stack(ys, 1), torch.stack(states, 1), torch.stack(decays, 1)
+        return torch.stack(ys, 1), torch.stack(states, 0)
 
     @staticmethod
     def setup_context(ctx, inputs, output):  # type: ignore[override]
-        ctx.save_for_backward(*inputs, output[1], output[2])
-        ctx.mark_non_differentiable(output[1], output[2])
+        ctx.save_for_backward(*inputs, output[1])
+        ctx.mark_non_differentiable(output[1])
+        ctx.set_materialize_grads(False)  # no full-size zero gradient for the states output
 
     @staticmethod
-    def backward(ctx, gy, _g_states, _g_decays):  # type: ignore[override]
-        u, delta, A, B, C, states, decays = ctx.saved_tensors
+    def backward(ctx, gy, _g_states):  # type: ignore[override]
+        if gy is None:  # only the (non-differentiable) states output was used
+            return None, None, None, None, None
+        u, delta, A, B, C, states = ctx.saved_tensors
         du = delta * u
         L = u.shape[1]
-        g = torch.zeros_like(states[:, 0])  # dLoss/ds_t, accumulated backwards in time
+        g = torch.zeros_like(states[0])  # dLoss/ds_t, accumulated backwards in time
+        gA = torch.zeros_like(g)  # summed over the batch at the end
         g_du, g_dt, gB, gC = [None] * L, [None] * L, [None] * L, [None] * L
-        gA = torch.zeros_like(A)
         for t in range(L - 1, -1, -1):
-            s_t = states[:, t]
-            gC[t] = torch.bmm(gy[:, t, None, :], s_t)[:, 0]
-            g = g + gy[:, t, :, None] * C[:, t, None, :]
-            # s_t = exp(delta_t A) * s_{t-1} + du_t B_t
+            # s_t = exp(delta_t A) * s_{t-1} + du_t B_t;  y_t = <C_t, s_t>
+            gC[t] = torch.bmm(gy[:, t, None, :], states[t])[:, 0]
+            g = torch.addcmul(g, gy[:, t, :, None], C[:, t, None, :])
             g_du[t] = torch.bmm(g, B[:, t, :, None])[..., 0]
             gB[t] = torch.bmm(du[:, t, None, :], g)[:, 0]
+            g = g * torch.exp(delta[:, t, :, None] * A)  # now dLoss/ds_{t-1} from this step
             if t:
-                g_exp = g * states[:, t - 1] * decays[:, t]  # dLoss/d(delta_t A)
+                g_exp = g * states[t - 1]  # dLoss/d(delta_t A)
                 g_dt[t] = (g_exp * A).sum(-1)
-                gA = gA + (g_exp * delta[:, t, :, None]).sum(0)
+                gA = torch.addcmul(gA, g_exp, delta[:, t, :, None])
             else:
                 g_dt[t] = torch.zeros_like(g_du[t])
-            g = g * decays[:, t]
         g_du_t = torch.stack(g_du, 1)
-        return g_du_t * delta, torch.stack(g_dt, 1) + g_du_t * u, gA, torch.stack(gB, 1), torch.stack(gC, 1)
+        return (g_du_t * delta, torch.stack(g_dt, 1) + g_du_t * u, gA.sum(0),
+                torch.stack(gB, 1), torch.stack(gC, 1))
 
 
 def fused_scan(u, delta, A, B, C) -> torch.Tensor:
