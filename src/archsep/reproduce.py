@@ -22,8 +22,11 @@ def reproduce(name: str, quick: bool = False, out: str | Path | None = None, wor
     """Run preset `name`; returns its summary (also written to OUT/summary.json)."""
     preset = PRESETS.get(name)()
     out_dir = prepare_out(out or Path("results") / (name + ("-quick" if quick else "")))
-    configs = preset.configs(quick, device)
     t0 = time.perf_counter()
+    if callable(getattr(preset, "run", None)):  # a preset with its own kind of results (paper A's size grids)
+        return _finish(preset, preset.run(out_dir, quick, workers or default_workers(), device, progress),
+                       quick, out_dir, t0)
+    configs = preset.configs(quick, device)
     from .sweep import from_preset
 
     # the preset is a sweep: registering it lets `archsep status/report OUT` see the plan
@@ -31,6 +34,10 @@ def reproduce(name: str, quick: bool = False, out: str | Path | None = None, wor
     results = run_configs(configs, out_dir, workers or default_workers(), progress=progress, desc=name,
                           sweep=sweep)
     write_runs_csv(results, out_dir / "runs.csv")
+    return _finish(preset, results, quick, out_dir, t0)
+
+
+def _finish(preset, results: list, quick: bool, out_dir: Path, t0: float) -> dict:
     summary = preset.summarize(results, quick)
     summary["wall_s"] = round(time.perf_counter() - t0, 1)
     summary["figures"] = [p.name for p in preset.plot(results, summary, out_dir)]
@@ -40,6 +47,8 @@ def reproduce(name: str, quick: bool = False, out: str | Path | None = None, wor
 
 
 def text_summary(preset, summary: dict) -> str:
+    if callable(getattr(preset, "text_summary", None)):  # the preset formats its own results
+        return preset.text_summary(summary)
     lines = [f"{summary['preset']}{' (quick)' if summary.get('quick') else ''}: "
              f"{sum(p.get('n_runs', 0) for p in summary.get('points', []))} runs in {summary.get('wall_s', 0):.0f}s"]
     published = getattr(preset, "published", {})
