@@ -7,6 +7,6 @@ A construction is one file registering a `Construction` subclass plus an import 
 from __future__ import annotations
 
 from .base import CONSTRUCTIONS, Construction, format_table, run_construction, write_csv
-from . import qstr, lookup, dyck, equality  # noqa: F401,E402  (registers)
+from . import qstr, lookup, dyck, equality, nearest  # noqa: F401,E402  (registers)
 
 __all__ = ["CONSTRUCTIONS", "Construction", "format_table", "run_construction", "write_csv"]
