@@ -146,6 +146,7 @@ class RayExecutor:
         self.address = address
         self.threads = threads
         self.started_here = False
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no phoning home from a lab machine
         if not ray.is_initialized():
             kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
             try:

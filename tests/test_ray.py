@@ -1,0 +1,62 @@
+"""The Ray executor on a real local Ray cluster (127.0.0.1), started once for this module."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]' (CI installs it)")
+
+from archsep import sweep as sw  # noqa: E402
+from archsep.executors import RayExecutor  # noqa: E402
+from archsep.measure import run_configs  # noqa: E402
+from archsep.store import open_store  # noqa: E402
+from sweep_util import cli, tiny_toml, write  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local cluster started the way `--executor ray` without --address starts one."""
+    assert not ray.is_initialized()
+    ex = RayExecutor(address=None, workers=2)
+    assert ex.started_here and ex.cpus >= 1
+    yield ray.get_runtime_context().gcs_address
+    ex.close()
+    assert not ray.is_initialized()
+
+
+def test_a_sweep_runs_on_the_local_ray_cluster_and_only_the_driver_writes(cluster, tmp_path):
+    s = sw.parse(tiny_toml("ray-inproc", Ns=(2, 3), seeds=2))
+    results = run_configs(s.configs, tmp_path, workers=2, progress=False, executor="ray", sweep=s)
+    assert len(results) == 8 and {r.status for r in results} <= {"ok", "censored"}
+    with open_store(tmp_path) as st:
+        rows = st.rows()
+        assert st.status()["pending"] == 0
+    assert len(rows) == 8
+    assert all(r["worker_pid"] != os.getpid() for r in rows)  # computed in Ray workers ...
+    assert ray.is_initialized()  # ... on the cluster this module started, which stays up
+
+
+def test_the_cli_connects_to_a_running_cluster_by_address(cluster, tmp_path):
+    f = write(tmp_path / "s.toml", tiny_toml("ray-cli", Ns=(2, 3)))
+    out = tmp_path / "out"
+    r = cli("sweep", f, "--out", out, "--executor", "ray", "--address", cluster, "--workers", "2", timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "ray-cli: 4 run(s)" in r.stdout
+    with open_store(out) as st:
+        rows = st.rows()
+    assert len(rows) == 4 and all(row["host"] for row in rows)
+    # a rerun finds everything done and does not even need the cluster
+    again = cli("sweep", f, "--out", out, "--executor", "ray", "--address", cluster)
+    assert again.returncode == 0 and "ray-cli: 4 run(s)" in again.stdout
+
+
+def test_an_unreachable_address_is_one_line_and_fast(tmp_path):
+    f = write(tmp_path / "s.toml", tiny_toml())
+    r = cli("sweep", f, "--out", tmp_path / "out", "--executor", "ray", "--address", "127.0.0.1:9")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()]
+    assert "--address: cannot reach a Ray cluster at '127.0.0.1:9'" in r.stderr
+    assert not (tmp_path / "out").exists()  # nothing was created
