@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_sweep import add_parsers as _sweep_parsers  # sweep, status, export, report
 
     _sweep_parsers(sub, _positive_int)
+    from .constructions.cli import add_parser as _construct_parser  # construct
+
+    _construct_parser(sub, _positive_int)
     return p
 
 
@@ -71,6 +74,9 @@ COMMANDS = {"reproduce": cmd_reproduce, "list": cmd_list}
 from .cli_sweep import COMMANDS as _SWEEP_COMMANDS  # noqa: E402
 
 COMMANDS.update(_SWEEP_COMMANDS)
+from .constructions.cli import cmd_construct  # noqa: E402
+
+COMMANDS["construct"] = cmd_construct
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ from typing import ClassVar, Sequence
 
 import torch
 
+from ..errors import ArchsepError
 from ..registry import Registry
 
 
@@ -86,9 +87,11 @@ def run_construction(name: str, Ns: Sequence[int] | None = None, out: str | Path
     rows = c.run(tuple(Ns) if Ns else c.default_Ns, seed=seed)
     paths: list[Path] = []
     if out is not None:
-        from ..measure import prepare_out
-
-        d = prepare_out(out)
+        d = Path(out)
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ArchsepError(f"--out: cannot write to '{d}': {e.strerror or e}") from None
         paths.append(write_csv(rows, d / f"{name}.csv"))
         paths += c.plot(rows, d / name)
     return rows, paths
