@@ -247,3 +247,10 @@ def test_one_layer_transformer_learns_to_copy_the_first_token():
 def test_bad_parameters_name_the_field(arch, params, field):
     with pytest.raises(ArchsepError, match=field):
         make_model_config(arch, **params)
+
+
+def test_cuda_kernel_is_never_used_under_vmap():
+    from archsep.models.mamba import _under_vmap
+    x = torch.randn(3, 4)
+    assert not _under_vmap(x)
+    assert torch.vmap(lambda t: t.sum() * 0 + float(_under_vmap(t)))(x).tolist() == [1.0, 1.0, 1.0]

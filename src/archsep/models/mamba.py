@@ -40,6 +40,14 @@ except Exception:  # noqa: BLE001  (ImportError, or a broken CUDA build)
     _cuda_scan = None
 
 _SCANS = ("auto", "fused", "parallel", "sequential")
+
+
+def _under_vmap(t: torch.Tensor) -> bool:
+    """The CUDA kernel has no vmap rule; stacked (vmapped) training falls back to 'parallel'."""
+    try:
+        return bool(torch._C._functorch.is_batchedtensor(t))
+    except AttributeError:  # private API moved: assume the worst
+        return True
 _NORMS = ("rms", "layer")
 
 
@@ -166,7 +174,7 @@ class MambaMixer(nn.Module):
         u = F.silu(self.conv(u.transpose(1, 2))[..., :L].transpose(1, 2))
         delta, B, C = self._ssm_inputs(u)
         A = -torch.exp(self.A_log)  # (E, N)
-        if self.scan == "auto" and _cuda_scan is not None and u.is_cuda:
+        if self.scan == "auto" and _cuda_scan is not None and u.is_cuda and not _under_vmap(u):
             y = _cuda_scan(u.transpose(1, 2).contiguous(), delta.transpose(1, 2).contiguous(), A.contiguous(),
                            B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous(), self.D.float(),
                            z=z.transpose(1, 2).contiguous())
