@@ -10,6 +10,7 @@ from archsep import sweep as sw
 from archsep.errors import ArchsepError
 from archsep.executors import plan_batches
 from archsep.measure import run_configs
+from archsep.presets import PRESETS
 from archsep.store import open_store
 from sweep_util import cli, tiny_toml, write
 
@@ -32,11 +33,12 @@ def test_seed_lists_and_a_seed_axis():
     assert sorted({c.seed for c in sw.parse(text).configs}) == [0, 1, 2]
 
 
-@pytest.mark.parametrize("name", ["qstr-fig1a", "qstr-fig1b"])
+@pytest.mark.parametrize("name", PRESETS.names())
 @pytest.mark.parametrize("quick", [True, False])
 def test_a_preset_is_a_sweep_and_its_toml_gives_the_same_runs(name, quick):
     s = sw.load(name, quick=quick)
-    assert s.preset == name and s.analysis["separations"]
+    assert s.preset == name
+    assert s.analysis["separations"] or not name.startswith("qstr-fig1")
     again = sw.parse(s.source)
     assert sorted(c.run_id for c in again.configs) == sorted(c.run_id for c in s.configs)
     assert again.sweep_id == s.sweep_id

@@ -293,25 +293,32 @@ def _check_value(key: str, value: Any, loc: str, tasks: list[str], archs: list[s
 
     head, _, sub = key.partition(".")
     if head == "train":
-        allowed = _fields_of(TrainConfig)
+        classes = [TrainConfig]
     elif head == "task_params":
-        allowed = {}
-        for t in set(tasks):
-            allowed = {**_fields_of(TASKS.get(t)), **allowed}
+        classes = [TASKS.get(t) for t in dict.fromkeys(tasks)]
     elif head == "model_params":
-        allowed = {}
-        for a in set(archs):
-            allowed = {**_fields_of(MODELS.get(a)), **allowed}
+        classes = [MODELS.get(a) for a in dict.fromkeys(archs)]
     else:
-        allowed = {"task": str, "arch": str, "label": str, "seed": int}
+        classes = []
         sub = head
-    if sub not in allowed:
+    if classes:  # one name may have different types in different archs (ffn vs rnn 'hidden')
+        types = [f[sub] for f in map(_fields_of, classes) if sub in f]
+        allowed = sorted({k for c in classes for k in _fields_of(c)})
+    else:
+        types = [{"task": str, "arch": str, "label": str, "seed": int}.get(sub)] if sub in RUN_KEYS else []
+        allowed = sorted(RUN_KEYS)
+    if not types:
         raise ArchsepError(f"{where}: {loc}: unknown key '{sub}'{closest(sub, allowed)}; "
-                           f"allowed in {head}: {', '.join(sorted(allowed))}")
-    try:
-        v = _coerce(key, value, allowed[sub])
-    except ArchsepError as e:
-        raise ArchsepError(f"{where}: {loc}: {str(e).split(': ', 1)[-1]}") from None
+                           f"allowed in {head}: {', '.join(allowed)}")
+    errors = []
+    for tp in types:
+        try:
+            v = _coerce(key, value, tp)
+            break
+        except ArchsepError as e:
+            errors.append(e)
+    else:
+        raise ArchsepError(f"{where}: {loc}: {str(errors[0]).split(': ', 1)[-1]}") from None
     if sub == "seed" and head == "seed" and v < 0:
         raise ArchsepError(f"{where}: {loc}: seed must be >= 0, got {v}")
     return v
