@@ -30,7 +30,7 @@ def reproduce(name: str, quick: bool = False, out: str | Path | None = None, wor
     from .sweep import from_preset
 
     # the preset is a sweep: registering it lets `archsep status/report OUT` see the plan
-    sweep = from_preset(name, quick, device) if all(isinstance(c, RunConfig) for c in configs) else None
+    sweep = from_preset(name, quick, device) if configs and all(isinstance(c, RunConfig) for c in configs) else None
     results = run_configs(configs, out_dir, workers or default_workers(), progress=progress, desc=name,
                           sweep=sweep)
     write_runs_csv(results, out_dir / "runs.csv")

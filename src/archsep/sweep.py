@@ -94,6 +94,9 @@ def from_preset(name: str, quick: bool = False, device: str | None = None) -> Sw
     except ArchsepError as e:
         raise ArchsepError(f"{e} (or give a sweep file ending in .toml)") from None
     configs = preset.configs(quick, device or "auto")
+    if not configs or not all(isinstance(c, RunConfig) for c in configs):
+        raise ArchsepError(f"preset: '{name}' is not a grid of training runs (it has its own procedure); "
+                           f"run it with `archsep reproduce {name}`")
     full_name = name + ("-quick" if quick else "")
     analysis = {"separations": [list(s) for s in getattr(preset, "separations", ())]}
     return Sweep(full_name, configs, to_toml(configs, name=full_name, analysis=analysis,
