@@ -2,5 +2,6 @@
 from .base import PRESETS, Preset
 from . import qstr  # noqa: F401  (registers)
 from . import paper_a  # noqa: F401  (registers)
+from . import theory  # noqa: F401  (registers)
 
 __all__ = ["PRESETS", "Preset"]

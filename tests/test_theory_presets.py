@@ -1,0 +1,75 @@
+"""Pieces of the paper-B theory presets that can be checked without long training."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from archsep.constructions.qstr import block_mask, build
+from archsep.presets import PRESETS
+from archsep.presets.theory import Fig2Scale, block_cosine, block_mass, heads_bound, train_fixed_set
+from archsep.tasks.qstr import QSTR
+from archsep.train import RunResult
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def test_heads_bound_values():
+    assert abs(heads_bound(1, 2, 10) - 0.4) < 1e-12  # 1 - 12/20
+    assert abs(heads_bound(2, 3, 10) - (1 - 26 / 30)) < 1e-12
+    assert heads_bound(2, 2, 10) == 0.0 and heads_bound(1, 2, 1) == 0.0
+
+
+def test_block_mass_one_for_construction_low_for_random_init():
+    torch.manual_seed(0)
+    task = QSTR(N=100, q=1, d=10)
+    mask = block_mask(task)
+    hand = build(task, 50.0).qk_matrix()
+    assert abs(block_mass(hand, mask) - 1.0) < 1e-9
+    assert abs(block_cosine(hand, mask) - 1.0) < 1e-6
+    from archsep.models import MODELS
+
+    rnd = MODELS.build("tf", heads=1, qk="separate").build(task.spec).qk_matrix()
+    area = mask.sum().item() / mask.numel()
+    assert block_mass(rnd, mask) < 2 * area  # ~ the block's share of the entries
+    assert abs(block_cosine(rnd, mask)) < 0.3
+
+
+def test_fig2_training_loop_runs_and_logs():
+    s = Fig2Scale(N=12, train_size=256, steps=20, seeds=1, log_every=10, test_size=64)
+    r = train_fixed_set(s, 0)
+    assert [e["step"] for e in r["log"]] == [10, 20]
+    assert 0 <= r["block_mass"] <= 1 and len(r["matrix"]) == 10 + 2 * r["d_e"]
+    (r0, c0), (r1, c1) = r["block"]
+    assert (r1 - r0 + 1, c1 - c0 + 1) == (r["d_e"], r["d_e"])
+
+
+def _fake(q: int, H: int, best: float) -> RunResult:
+    cfg = {"task_params": {"q": q, "N": 10}, "model_params": {"heads": H}, "label": f"q{q}-H{H}", "arch": "tf"}
+    return RunResult(run_id=f"{q}{H}", config=cfg, status="censored", samples=1000, resolution=64,
+                     final_metric=best, best_metric=best, curve=[(64, 1.0), (128, best)])
+
+
+def test_heads_summary_claims(tmp_path):
+    p = PRESETS.get("qstr-heads")()
+    assert len(p.configs(quick=True, device="cpu")) == 3 + 4
+    ok = [_fake(2, 1, 0.55), _fake(2, 2, 0.05), _fake(2, 3, 0.06)]
+    s = p.summarize(ok, quick=True)
+    assert all(c["held"] for c in s["claims"]) and len(s["claims"]) == 2
+    bad = [_fake(2, 1, 0.2), _fake(2, 2, 0.5), _fake(2, 3, 0.06)]
+    assert not any(c["held"] for c in p.summarize(bad, quick=True)["claims"])
+    assert p.plot(ok, s, tmp_path)
+    assert "floor" in p.text_summary(s)
+
+
+def test_fig3_configs_use_q_heads():
+    p = PRESETS.get("qstr-fig3")()
+    cfgs = p.configs(quick=True, device="cpu")
+    assert {(c.task_params["q"], c.model_params["heads"]) for c in cfgs} == {(1, 1), (2, 2), (3, 3)}
+    assert all(c.task_params["N"] == 7 and c.task_params["link"] == "hermite2" for c in cfgs)
+    assert all(c.train.lr == 1e-4 and c.train.threshold == 0.88 for c in cfgs)
