@@ -144,8 +144,8 @@ class Fig3(SampleComplexityPreset):
     full = Scale(Ns=(1, 2, 3, 4, 5), seeds=5, archs=(TF,),
                  train={**common, "budget": 2_000_000, "eval_size": 5000},
                  task_params={"N": 7, "d": 10, "link": "hermite2"})
-    quick = Scale(Ns=(1, 2, 3), seeds=2, archs=(TF,),
-                  train={**common, "budget": 400_000, "eval_size": 2000},
+    quick = Scale(Ns=(1, 2, 3), seeds=1, archs=(TF,),
+                  train={**common, "budget": 300_000, "eval_size": 2000},
                   task_params={"N": 7, "d": 10, "link": "hermite2"})
     separations = ()
 
@@ -314,6 +314,7 @@ class Fig2Preset(Preset):
 
         s = self.scale(quick)
         results = []
+        (Path(out_dir) / "results.jsonl").write_text("")  # a fresh record per run of the preset
         for seed in range(s.seeds):
             r = train_fixed_set(s, seed, device, progress)
             with (Path(out_dir) / "results.jsonl").open("a") as f:
