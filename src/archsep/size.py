@@ -2,11 +2,12 @@
 (task, architecture, length N, width) cell.
 
 Per cell and per learning rate of a grid: online training with Adam (no weight decay),
-cross-entropy, a fresh batch every step and a step budget; every `eval_every` steps the
-validation accuracy is measured and training stops at the first point where it reaches the
-target (99%). The learning rate whose final model has the best validation accuracy wins
-(ties: the one that got there in fewer steps, then the first in the grid); that model's
-accuracy on `test_size` fresh examples at length N is the cell's result.
+cross-entropy, a fresh batch every step and a step budget; every `eval_every` steps (and at
+the last step) the validation accuracy is measured and training stops at the first point
+where it reaches the target (99%). Each learning rate keeps its best-validation checkpoint
+(training on these tasks can oscillate late on). The learning rate with the best validation
+accuracy wins (ties: the one that stopped in fewer steps, then the first in the grid); that
+checkpoint's accuracy on `test_size` fresh examples at length N is the cell's result.
 
 Data streams, all from the run seed and never shared:
   training   RunConfig.derived_seed("train")     task.sample   (variable lengths where the task has them)
@@ -127,6 +128,7 @@ def train_lr(cell: SizeCell, lr: float) -> tuple[dict, torch.nn.Module, Task]:
     val = task.sample_test(cell.val_size, torch.Generator(dev).manual_seed(derive_seed(cell.seed, "validation")))
     curve: list[tuple[int, float]] = []
     status, step = "censored", 0
+    best_acc, best_state = -1.0, None
     for step in range(1, cell.steps + 1):
         batch = task.sample(cell.batch_size, train_gen)
         loss = task.loss(model(batch.x), batch)
@@ -140,12 +142,19 @@ def train_lr(cell: SizeCell, lr: float) -> tuple[dict, torch.nn.Module, Task]:
             continue
         acc = accuracy(model, task, val)
         curve.append((step, acc))
+        if acc > best_acc:  # keep the best checkpoint: training can be unstable late on
+            best_acc, best_step = acc, step
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         if acc >= cell.target:
             status = "ok"
             break
-    if status == "diverged" or not curve:
+    if best_state is None:  # diverged before the first validation point
         curve.append((step, accuracy(model, task, val)))
-    rec = {"lr": lr, "status": status, "steps": step, "val_acc": curve[-1][1], "curve": curve}
+        best_acc, best_step = curve[-1][1], step
+    else:
+        model.load_state_dict(best_state)
+    rec = {"lr": lr, "status": status, "steps": step, "val_acc": best_acc, "best_step": best_step,
+           "final_val_acc": curve[-1][1], "curve": curve}
     return rec, model, task
 
 
@@ -163,7 +172,7 @@ def measure_cell(cell: SizeCell, on_lr: Callable[[dict], None] | None = None) ->
             runs.append(rec)
             if on_lr:
                 on_lr(rec)
-            key = (rec["val_acc"], -rec["steps"], -k)
+            key = (rec["val_acc"], -rec["best_step"], -k)
             if best is None or key > best[0]:
                 best = (key, rec, model, task)
             if rec["status"] == "ok" and rec["steps"] <= cell.eval_every:
