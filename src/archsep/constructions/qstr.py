@@ -81,9 +81,11 @@ def build(task: QSTR, alpha: float, mlp_width: int = 1000, seed: int = 0, fit_sa
             model.mlp[2].bias.zero_()
         else:
             w, b, a, c = fit_readout(task, width, seed, fit_samples, ridge)
-            W[:, cols] = w
-            model.mlp[0].bias.copy_(b)
-            model.mlp[2].weight.copy_(a.unsqueeze(0))
+            r = w.shape[0]  # units in use (<= width); the rest stay zero
+            W[:r, cols] = w
+            model.mlp[0].bias[:r] = b
+            model.mlp[2].weight.zero_()
+            model.mlp[2].weight[0, :r] = a
             model.mlp[2].bias.fill_(c)
     return model
 
@@ -97,12 +99,15 @@ def fit_readout(task: QSTR, width: int, seed: int, fit_samples: int = 40_000, ri
 
     hermite2 depends on token h only through z_h = <u_h, x_h>, so its features are random ReLUs
     of z (w = w~ (x) u_h, the link's own directions, as in paper B's Assumption 2), fitted once
-    in z-space and valid for every N; other links get random ReLU features of the raw tokens
-    (norm2 has no hidden directions, so its fit is valid for every N too)."""
+    in z-space and valid for every N. norm2 is a sum over coordinates of x^2 - 1, so its
+    features are width/(q d) random ReLUs of each coordinate, sharing one fitted output per
+    feature. Other links get random ReLU features of the raw tokens."""
     q, d = task.q, task.d
     proj = task.link == "hermite2"
     ident = None if task.link in ("norm2", "hermite2") else (task.N, task.seed, tuple(getattr(task.g, "u", torch.zeros(1)).flatten().tolist()))
     key = (task.link, q, d, ident, width, seed, fit_samples, ridge)
+    if task.link == "norm2" and width >= q * d:
+        return _separable_norm2(q, d, width // (q * d), seed, fit_samples, ridge)
     if key not in _FITS:
         gen = torch.Generator().manual_seed(seed)
         fan = q if proj else q * d
@@ -124,6 +129,26 @@ def fit_readout(task: QSTR, width: int, seed: int, fit_samples: int = 40_000, ri
     if proj:  # lift w~ (width, q) to (width, q*d) along this task's directions
         w = (w.unsqueeze(-1) * task.g.u.unsqueeze(0)).flatten(1)
     return w, b, a, c
+
+
+def _separable_norm2(q: int, d: int, m1: int, seed: int, fit_samples: int, ridge: float):
+    """norm2 = sum_j (x_j^2 - 1) / sqrt(2 q d) over the q*d retrieved coordinates: fit
+    x^2 - 1 ~ sum_i a_i ReLU(w_i x + b_i) once, then give every coordinate its own copy of the
+    m1 units (width m1 * q * d; unused units, if any, stay zero)."""
+    gen = torch.Generator().manual_seed(seed)
+    w = torch.randn(m1, generator=gen)
+    b = torch.randn(m1, generator=gen) * 1.5
+    x = torch.randn(fit_samples, generator=gen).double()
+    phi = torch.cat([torch.relu(x[:, None] * w.double() + b.double()), torch.ones(fit_samples, 1, dtype=torch.float64)], 1)
+    A = phi.T @ phi + ridge * fit_samples * torch.eye(m1 + 1, dtype=torch.float64)
+    coef = torch.linalg.solve(A, phi.T @ (x * x - 1))
+    n = q * d
+    W = torch.zeros(m1 * n, n)
+    for j in range(n):  # unit i*n + j reads coordinate j
+        W[torch.arange(m1) * n + j, j] = w
+    scale = 1 / math.sqrt(2 * q * d)
+    a = (coef[:-1].float() * scale).repeat_interleave(n)
+    return W, b.repeat_interleave(n), a, float(coef[-1]) * n * scale
 
 
 @torch.no_grad()
