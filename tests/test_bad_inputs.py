@@ -203,10 +203,6 @@ def test_bad_stores_were_left_untouched_and_nothing_was_half_created(outcomes):
     assert not (root / "unreachable-ray-address" / "results").exists()
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["sweep", "nope.toml"], "FILE: sweep file 'nope.toml' does not exist"),
-    (["status", "nope-dir"], "DIR: 'nope-dir' is not a directory"),
-])
-def test_fresh_cli_processes_agree(tmp_path, argv, expected):
-    r = cli(*argv, cwd=tmp_path)
-    assert r.returncode == 2 and r.stderr.strip() == f"archsep: error: {expected}"
+def test_a_fresh_cli_process_agrees(tmp_path):
+    r = cli("sweep", "nope.toml", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == "archsep: error: FILE: sweep file 'nope.toml' does not exist"

@@ -16,7 +16,6 @@ from archsep.report import build
 from archsep.reproduce import reproduce
 from archsep.store import open_store, record
 from archsep.train import RunResult
-from sweep_util import cli
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 HAVE_CHROMIUM = Path(CHROMIUM).exists()
@@ -78,9 +77,10 @@ def test_the_report_has_everything_and_no_network_reference(store_dir):
 
 
 def test_report_cli_writes_one_file(store_dir, tmp_path):
+    from archsep.cli import main
+
     dest = tmp_path / "r.html"
-    r = cli("report", store_dir, "-o", dest)
-    assert r.returncode == 0, r.stderr
+    assert main(["report", str(store_dir), "-o", str(dest)]) == 0
     assert dest.read_text().startswith("<!DOCTYPE html>")
     assert not list(tmp_path.glob("*.tmp"))
 

@@ -60,13 +60,13 @@ def test_kill_mid_sweep_then_resume_gives_every_run_exactly_once(tmp_path):
     out = tmp_path / "out"
     db = out / DB_NAME
     total = 16
-    p = subprocess.Popen([*ARCHSEP, "sweep", str(f), "--out", str(out), "--workers", "2", "--no-progress"],
+    p = subprocess.Popen([*ARCHSEP, "sweep", str(f), "--out", str(out), "--workers", "1", "--no-progress"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(), start_new_session=True)
     try:
         deadline = time.time() + 90
         while _count(db) < 3 and time.time() < deadline and p.poll() is None:
             time.sleep(0.05)
-        os.killpg(p.pid, signal.SIGKILL)  # the driver and its pool workers, mid-sweep
+        os.killpg(p.pid, signal.SIGKILL)  # mid-sweep, mid-run (its own session: nothing else is hit)
     finally:
         p.wait(timeout=30)
     assert p.returncode == -signal.SIGKILL
@@ -175,11 +175,12 @@ def test_export_csv_and_parquet_load_in_pandas(tmp_path):
     with open_store(tmp_path) as st:
         st.add(record(_result("r1")))
         st.add(record(_result("r2", "error", "boom\ntrace")))
+    from archsep.cli import main
+
     for fmt in ("csv", "parquet"):
         if fmt == "parquet":
             pytest.importorskip("pyarrow")
-        r = cli("export", tmp_path, "--format", fmt)
-        assert r.returncode == 0, r.stderr
+        assert main(["export", str(tmp_path), "--format", fmt]) == 0
         df = getattr(pd, f"read_{fmt}")(tmp_path / f"runs.{fmt}")
         assert sorted(df["run_id"]) == ["r1", "r2"]
         assert {"task_params.N", "status", "samples", "wall_s", "torch_version", "finished_at"} <= set(df.columns)

@@ -12,7 +12,7 @@ from archsep.executors import plan_batches
 from archsep.measure import run_configs
 from archsep.presets import PRESETS
 from archsep.store import open_store
-from sweep_util import cli, tiny_toml, write
+from sweep_util import tiny_toml, write
 
 
 def test_grid_is_arms_times_axes_times_seeds_with_distinct_identities():
@@ -89,14 +89,16 @@ def test_local_sweep_runs_once_and_resumes_without_recomputing(tmp_path):
         assert {r["run_id"]: r["committed_at"] for r in st.rows()} == stamps
 
 
-def test_cli_dry_run_and_print_toml(tmp_path):
+def test_cli_dry_run_and_print_toml(tmp_path, capsys, monkeypatch):
+    from archsep.cli import main
+
+    monkeypatch.chdir(tmp_path)
     f = write(tmp_path / "s.toml", tiny_toml(Ns=(2, 3), seeds=2))
-    r = cli("sweep", f, "--dry-run")
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("tiny: 8 run(s)") and len(r.stdout.strip().splitlines()) == 9
-    r = cli("sweep", "qstr-fig1a", "--quick", "--print-toml")
-    assert r.returncode == 0, r.stderr
-    assert sw.parse(r.stdout).sweep_id == sw.load("qstr-fig1a", quick=True).sweep_id
+    assert main(["sweep", str(f), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("tiny: 8 run(s)") and len(out.strip().splitlines()) == 9
+    assert main(["sweep", "qstr-fig1a", "--quick", "--print-toml"]) == 0
+    assert sw.parse(capsys.readouterr().out).sweep_id == sw.load("qstr-fig1a", quick=True).sweep_id
     assert not (tmp_path / "results").exists()
 
 

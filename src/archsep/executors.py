@@ -106,7 +106,7 @@ class LocalExecutor:
             ctx = mp.get_context("spawn")  # fork + torch threads can deadlock
             pool = ProcessPoolExecutor(min(self.workers, len(todo)), mp_context=ctx)
             futs = {pool.submit(run_batch, [c.to_dict() for c in b], self.threads): b for b in todo}
-            broken = False
+            broken = finished_cleanly = False
             try:
                 pending = set(futs)
                 while pending:
@@ -122,8 +122,14 @@ class LocalExecutor:
                             rows = error_rows(b, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
                         todo.remove(b)
                         yield rows
+                finished_cleanly = not broken
             finally:
-                pool.shutdown(wait=not broken, cancel_futures=True)
+                if not finished_cleanly:
+                    # Ctrl-C, an error in the driver, or a dead worker: stop the workers now,
+                    # do not wait for their batches (they are not stored and will be rerun)
+                    for proc in list(getattr(pool, "_processes", {}).values()):
+                        proc.terminate()
+                pool.shutdown(wait=finished_cleanly, cancel_futures=True)
             if broken:
                 restarts += 1
                 if restarts > 2:  # a run that keeps killing its worker (out of memory?)
@@ -172,18 +178,22 @@ class RayExecutor:
         todo = list(batches)
         inflight: dict = {}
         limit = max(2, 2 * self.workers)  # bounded queue: results stream back, memory stays flat
-        while todo or inflight:
-            while todo and len(inflight) < limit:
-                b = todo.pop(0)
-                inflight[remote.remote([c.to_dict() for c in b], self.threads)] = b
-            done, _ = ray.wait(list(inflight), num_returns=1)
-            for ref in done:
-                b = inflight.pop(ref)
-                try:
-                    rows = ray.get(ref)
-                except Exception as e:  # noqa: BLE001 - a lost worker/node is recorded as an error
-                    rows = error_rows(b, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-                yield rows
+        try:
+            while todo or inflight:
+                while todo and len(inflight) < limit:
+                    b = todo.pop(0)
+                    inflight[remote.remote([c.to_dict() for c in b], self.threads)] = b
+                done, _ = ray.wait(list(inflight), num_returns=1)
+                for ref in done:
+                    b = inflight.pop(ref)
+                    try:
+                        rows = ray.get(ref)
+                    except Exception as e:  # noqa: BLE001 - a lost worker/node is recorded as an error
+                        rows = error_rows(b, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+                    yield rows
+        finally:
+            for ref in inflight:  # interrupted: free the cluster for others
+                ray.cancel(ref, force=True)
 
     def close(self) -> None:
         if self.started_here:
