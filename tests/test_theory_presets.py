@@ -73,3 +73,16 @@ def test_fig3_configs_use_q_heads():
     assert {(c.task_params["q"], c.model_params["heads"]) for c in cfgs} == {(1, 1), (2, 2), (3, 3)}
     assert all(c.task_params["N"] == 7 and c.task_params["link"] == "hermite2" for c in cfgs)
     assert all(c.train.lr == 1e-4 and c.train.threshold == 0.88 for c in cfgs)
+
+
+def test_fig3_summary_and_plot(tmp_path):
+    p = PRESETS.get("qstr-fig3")()
+    rs = []
+    for q, n in ((1, 1000), (2, 2000), (3, 3000)):
+        cfg = {"task_params": {"q": q, "N": 7}, "model_params": {"heads": q}, "label": "TF", "arch": "tf"}
+        rs.append(RunResult(run_id=str(q), config=cfg, status="ok", samples=n, resolution=640,
+                            final_metric=0.8, best_metric=0.8))
+    s = p.summarize(rs, quick=True)
+    assert [pt["N"] for pt in sorted(s["points"], key=lambda pt: pt["N"])] == [1, 2, 3]
+    assert all(c["held"] for c in s["claims"])
+    assert p.plot(rs, s, tmp_path) and "claim HELD" in p.text_summary(s)
