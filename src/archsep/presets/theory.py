@@ -111,7 +111,8 @@ class HeadsPreset(Preset):
             ax.legend(fontsize=7)
         return save(fig, out / "figure")
 
-    def text_summary(self, summary: dict) -> str:
+    @classmethod
+    def text_summary(cls, summary: dict) -> str:
         lines = [f"{summary['preset']}{' (quick)' if summary.get('quick') else ''}: N={summary['N']}, d={summary['d']}, "
                  f"budget {summary['budget']} samples, {summary['seeds']} seed(s), {summary.get('wall_s', 0):.0f}s",
                  f"  {'q':>2} {'H':>2} {'best MSE':>9} {'final MSE':>10} {'floor (H<q)':>12} {'below (q-1)-head floor':>23}"]
@@ -191,7 +192,8 @@ class Fig3(SampleComplexityPreset):
         ax.legend()
         return save(fig, out / "figure")
 
-    def text_summary(self, summary: dict) -> str:
+    @classmethod
+    def text_summary(cls, summary: dict) -> str:
         lines = [f"{summary['preset']}{' (quick)' if summary.get('quick') else ''}: {summary.get('wall_s', 0):.0f}s",
                  f"  {'q':>2} {'median':>10} {'mean':>10} {'censored':>9}"]
         for p in sorted(summary["points"], key=lambda p: p["N"]):
@@ -374,7 +376,8 @@ class Fig2Preset(Preset):
         axes[1].legend(fontsize=8)
         return save(fig, out / "figure")
 
-    def text_summary(self, summary: dict) -> str:
+    @classmethod
+    def text_summary(cls, summary: dict) -> str:
         lines = [f"{summary['preset']}{' (quick)' if summary.get('quick') else ''}: N={summary['N']}, "
                  f"{summary['train_size']} training examples, {summary['steps']} steps, {summary['seeds']} seed(s), "
                  f"{summary.get('wall_s', 0):.0f}s",
