@@ -23,7 +23,6 @@ Verification (all of it through the real nn.RNN):
 """
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Sequence
 

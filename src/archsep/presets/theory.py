@@ -100,7 +100,7 @@ class HeadsPreset(Preset):
                 rs = [r for r in results if r.config["task_params"]["q"] == q and r.config["model_params"]["heads"] == H]
                 for i, r in enumerate(rs):
                     if r.curve:
-                        line = ax.plot(*zip(*r.curve), color=f"C{H - 1}", alpha=0.9, label=f"H={H}" if i == 0 else None)
+                        ax.plot(*zip(*r.curve), color=f"C{H - 1}", alpha=0.9, label=f"H={H}" if i == 0 else None)
                 if H < q:
                     ax.axhline(heads_bound(H, q, d), color=f"C{H - 1}", ls="--", lw=1,
                                label=f"floor H={H}: {heads_bound(H, q, d):.2f}")
