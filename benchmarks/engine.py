@@ -15,10 +15,9 @@ import argparse
 import time
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from archsep.config import RunConfig, TrainConfig
-from archsep.train import train_many, train_run
+from archsep.train import step_flops, train_many, train_run
 
 ARCHS = {"tf": ("tf", {"heads": 1, "mlp_width": 100}), "ffn": ("ffn", {}),
          "gru": ("rnn", {"cell": "gru", "hidden": 500})}
@@ -31,16 +30,6 @@ def peak_gflops(n: int = 2048, reps: int = 10) -> float:
     for _ in range(reps):
         a @ b
     return 2 * n**3 * reps / (time.perf_counter() - t) / 1e9
-
-
-def step_flops(cfg: RunConfig) -> float:
-    """FLOPs of one training step (forward + backward) of one model, batch included."""
-    task = cfg.build_task()
-    model = cfg.model_config().build(task.spec)
-    b = task.sample(cfg.train.batch_size, torch.Generator().manual_seed(0))
-    with FlopCounterMode(display=False) as fc:
-        task.loss(model(b.x), b).backward()
-    return float(fc.get_total_flops())
 
 
 def configs(arch: str, N: int, seeds: int, steps: int, mode: str) -> list[RunConfig]:

@@ -95,7 +95,7 @@ def train_many(configs: list[RunConfig], stack: bool = True) -> list[RunResult]:
     for idx in groups.values():
         group = [configs[i] for i in idx]
         try:
-            results = _train_group(group, stacked=len(group) > 1)
+            results = _train_group(group, stacked=len(group) > 1 and _worth_stacking(group[0]))
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception:
@@ -103,6 +103,27 @@ def train_many(configs: list[RunConfig], stack: bool = True) -> list[RunResult]:
             results = [_train_alone(c) for c in group] if len(group) > 1 else [_error(group[0])]
         out.update(zip(idx, results))
     return [out[i] for i in range(len(configs))]
+
+
+STACK_MAX_FLOPS = 5e8  # per model and step; above it a model is compute-bound and the fused kernels win
+
+
+def step_flops(cfg: RunConfig) -> float:
+    """FLOPs of one training step (forward and backward) of one model of this config."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    task = cfg.build_task()
+    model = cfg.model_config().build(task.spec)
+    batch = task.sample(cfg.train.batch_size, torch.Generator().manual_seed(0))
+    with FlopCounterMode(display=False) as fc:
+        task.loss(model(batch.x), batch).backward()
+    return float(fc.get_total_flops())
+
+
+def _worth_stacking(cfg: RunConfig) -> bool:
+    """Stacking removes per-step overhead; a model whose step is large is compute-bound, and
+    its library kernels (e.g. the fused GRU) beat the vmapped plain ops."""
+    return step_flops(cfg) < STACK_MAX_FLOPS
 
 
 def _train_alone(cfg: RunConfig) -> RunResult:
