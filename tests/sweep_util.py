@@ -30,6 +30,7 @@ def write(path: Path, text: str) -> Path:
 def env() -> dict:
     e = dict(os.environ)
     e.setdefault("OMP_NUM_THREADS", "1")
+    e.setdefault("ARCHSEP_THREADS", "1")  # tiny models: one torch thread per worker is fastest
     e["PYTHONUNBUFFERED"] = "1"
     return e
 

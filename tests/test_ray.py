@@ -48,4 +48,4 @@ def test_the_cli_connects_to_a_running_cluster_by_address(cluster, tmp_path):
     with open_store(out) as st:
         rows = st.rows()
     assert len(rows) == 4 and all(row["host"] for row in rows)
-    assert "ray (127.0.0.1:" in r.stderr  # the progress line names the cluster it ran on
+    assert f"ray ({cluster})" in r.stderr  # the progress line names the cluster it ran on

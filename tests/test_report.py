@@ -35,7 +35,12 @@ class TinyPreset(SampleComplexityPreset):
 @pytest.fixture(scope="module")
 def store_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("report")
-    reproduce("test-tiny-report", quick=True, out=out, workers=1, progress=False)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ARCHSEP_THREADS", "1")
+    try:
+        reproduce("test-tiny-report", quick=True, out=out, workers=1, progress=False)
+    finally:
+        mp.undo()
     # one failed run outside the preset: the report lists it with its message
     bad = RunConfig("qstr", "ffn", {"N": 5, "d": 4}, {}, TrainConfig(budget=640, eval_size=200), 9, "FFN")
     with open_store(out) as st:

@@ -74,7 +74,8 @@ def test_plan_batches_groups_seeds_and_splits_for_idle_workers():
     assert sum(len(b) for b in plan_batches(s.configs, 8)) == 4
 
 
-def test_local_sweep_runs_once_and_resumes_without_recomputing(tmp_path):
+def test_local_sweep_runs_once_and_resumes_without_recomputing(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARCHSEP_THREADS", "1")
     s = sw.parse(tiny_toml(Ns=(2,), seeds=2))
     first = run_configs(s.configs, tmp_path, workers=1, progress=False, sweep=s)
     assert {r.status for r in first} <= {"ok", "censored"}
