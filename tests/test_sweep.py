@@ -114,6 +114,13 @@ def test_separation_statement_says_whether_the_ci_excludes_zero():
     assert "excludes 0" in s.text()
     same = separation("A", flat, "B", {n: v * 1.1 for n, v in flat.items()})
     assert not same.excludes_zero and "includes 0" in same.text()
+    # a censored run of the better architecture leaves its exponent unidentified: no verdict
+    cens = {n: np.array([n == 8, False, False, False]) for n in flat}
+    blocked = separation("TF", flat, "FFN", linear, censored_a=cens)
+    assert blocked.excludes_zero and not blocked.held and "no verdict: TF has censored runs" in blocked.text()
+    # censored runs of the worse one above its smallest N only make the statement conservative
+    ok = separation("TF", flat, "FFN", linear, censored_b=cens)
+    assert ok.held and "conservative" in ok.text()
 
 
 def test_analysis_reports_censored_points_as_above_the_budget():

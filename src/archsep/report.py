@@ -69,7 +69,7 @@ def analyze(results: list[RunResult], x: str = "task_params.N", separations: lis
     pts: dict[str, dict[Any, list[tuple[RunResult, dict]]]] = defaultdict(lambda: defaultdict(list))
     for r, f in zip(results, flats):
         pts[curve_of(f)][_key(f.get(x))].append((r, f))
-    points, fits, data, cens_any = [], {}, {}, {}
+    points, fits, data, cens_any, cens_flags = [], {}, {}, {}, {}
     for curve in sorted(pts):
         data[curve], cens = {}, {}
         for xk in sorted(pts[curve], key=lambda k: (json.loads(k) is None, json.loads(k))):
@@ -85,6 +85,7 @@ def analyze(results: list[RunResult], x: str = "task_params.N", separations: lis
                 data[curve][xv] = np.array([r.samples for r in ok], float)
                 cens[xv] = np.array([r.status == "censored" for r in ok], bool)
         cens_any[curve] = any(c.any() for c in cens.values())
+        cens_flags[curve] = cens
         if len(data[curve]) >= 2:
             fits[curve] = fit_exponent(data[curve], cens).to_dict()
     seps = []
@@ -94,7 +95,8 @@ def analyze(results: list[RunResult], x: str = "task_params.N", separations: lis
             seps.append({"better": better, "worse": worse, "held": False,
                          "text": f"{better} vs {worse}: no data for {'/'.join(n for n, m in ((better, b), (worse, w)) if m is None)}"})
             continue
-        s = separation(better, data[b], worse, data[w], censored=cens_any[b] or cens_any[w])
+        s = separation(better, data[b], worse, data[w], censored=cens_any[b] or cens_any[w],
+                       censored_a=cens_flags[b], censored_b=cens_flags[w])
         seps.append(s.to_dict())
     return {"x": x, "varying": varying, "points": points, "fits": fits, "separations": seps,
             "curves": sorted(pts), "curve_fields": curve_fields}
@@ -200,7 +202,7 @@ h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-to
 table{border-collapse:collapse;margin:.6em 0;font-size:.88em}
 th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}
 th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.held{color:#176f2c;font-weight:bold}.nothold{color:#a4161a;font-weight:bold}
+.held{color:#176f2c;font-weight:bold}.nothold{color:#a4161a;font-weight:bold}.noverdict{color:#8a6d00;font-weight:bold}
 .ok{color:#176f2c}.censored{color:#8a6d00}.diverged,.error{color:#a4161a}
 pre{background:#f7f7f7;padding:.6em;overflow:auto;font-size:.82em;max-height:30em}
 figure{display:inline-block;margin:.5em 1em .5em 0}figcaption{font-size:.85em;color:#555}
@@ -277,7 +279,8 @@ def build(store: Store) -> tuple[str, dict]:
         meta = json.loads(sw["analysis"]) if sw else {}
         title = sw["name"] if sw else "runs outside any sweep"
         a = analyze(results, meta.get("x", "task_params.N"), meta.get("separations"))
-        claims = [{"text": s["text"], "held": s["held"], "source": title} for s in a["separations"]]
+        claims = [{"text": s["text"], "held": s["held"], "source": title,
+                   "verdict": _verdict(s)} for s in a["separations"]]
         if sw and sw.get("preset"):
             claims += _preset_claims(sw, results, title)
         all_claims += claims
@@ -302,7 +305,8 @@ def _preset_claims(sw: dict, results: list[RunResult], title: str) -> list[dict]
     except Exception:  # noqa: BLE001 - a preset that cannot summarise partial data: report without it
         return []
     # its separation claims repeat ours; keep the others
-    return [{"text": c["text"], "held": bool(c["held"]), "source": f"{title} (preset)"}
+    return [{"text": c["text"], "held": bool(c["held"]), "source": f"{title} (preset)",
+             "verdict": "held" if c["held"] else "did not hold"}
             for c in summary.get("claims", []) if "exponent" not in c["text"]]
 
 
@@ -325,7 +329,7 @@ def _sweep_section(sw: dict | None, title: str, a: dict, figs: list, results: li
     if a["separations"]:
         out.append("<h3>Separation statements</h3>")
         out.append(_table(["better", "worse", "statement", "held"],
-                          [[_e(s["better"]), _e(s["worse"]), _e(s["text"]), _held(s["held"])]
+                          [[_e(s["better"]), _e(s["worse"]), _e(s["text"]), _held(s)]
                            for s in a["separations"]]))
     out.append("<h3>Grid points</h3>")
     out.append(_table(["curve", _e(a["x"]), "runs", "censored", "diverged", "error", "mean", "mean 95% CI",
@@ -352,15 +356,21 @@ def _sweep_section(sw: dict | None, title: str, a: dict, figs: list, results: li
     return "\n".join(out)
 
 
-def _held(h: bool) -> str:
-    return "<span class='held'>held</span>" if h else "<span class='nothold'>did not hold</span>"
+def _verdict(c: dict) -> str:
+    return "held" if c["held"] else ("no verdict" if c.get("blocked") else "did not hold")
+
+
+def _held(c: dict) -> str:
+    v = c.get("verdict") or _verdict(c)
+    cls = {"held": "held", "no verdict": "noverdict"}.get(v, "nothold")
+    return f"<span class='{cls}'>{v}</span>"
 
 
 def _page(store: Store, data: dict, sections: list[str]) -> str:
     st = data["status"]
     counts = ", ".join(f"{k}: {v}" for k, v in st["by_status"].items())
     claims = data["claims"]
-    claims_html = (_table(["claim", "source", "verdict"], [[_e(c["text"]), _e(c["source"]), _held(c["held"])]
+    claims_html = (_table(["claim", "source", "verdict"], [[_e(c["text"]), _e(c["source"]), _held(c)]
                                                           for c in claims])
                    if claims else "<p>No claims declared (add [analysis] separations to the sweep file).</p>")
     env = _table(["item", "value"], [[_e(k), _e(v)] for k, v in data["environment"].items()])

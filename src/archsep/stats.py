@@ -143,13 +143,19 @@ def exponent_difference(a: dict[int, np.ndarray], b: dict[int, np.ndarray], n_bo
 @dataclass
 class Separation:
     """alpha_worse - alpha_better with a bootstrap CI: a separation in the scaling exponent
-    holds when the CI excludes 0 (lies above it)."""
+    holds when the CI lies above 0 and censoring cannot have produced it.
+
+    Censored runs enter the fits at the budget, a lower bound on their true sample count. For
+    the worse architecture this is conservative as long as its smallest length is uncensored
+    (raising the larger lengths' values can only steepen its slope). For the better
+    architecture any censored run makes its exponent unidentified, so no verdict is given."""
 
     better: str
     worse: str
     difference: float
     ci: tuple[float, float]
     lower_bound: bool  # censored runs entered at the budget
+    blocked: str = ""  # why censoring forbids a verdict ('' = it does not)
 
     @property
     def excludes_zero(self) -> bool:
@@ -158,25 +164,44 @@ class Separation:
 
     @property
     def held(self) -> bool:
-        return bool(math.isfinite(self.ci[0]) and self.ci[0] > 0)
+        return bool(not self.blocked and math.isfinite(self.ci[0]) and self.ci[0] > 0)
 
     def text(self) -> str:
         if not math.isfinite(self.difference):
             return f"alpha_{self.worse} - alpha_{self.better}: not estimable (fewer than two lengths with data)"
         lo, hi = self.ci
         verdict = ("excludes 0: the exponents differ" if self.excludes_zero else "includes 0: no separation shown")
-        note = " (censored runs enter at the budget)" if self.lower_bound else ""
+        if self.blocked:
+            note = f"; no verdict: {self.blocked}"
+        elif self.lower_bound:
+            note = f" (censored runs of {self.worse} enter at the budget: conservative)"
+        else:
+            note = ""
         return (f"alpha_{self.worse} - alpha_{self.better} = {self.difference:.2f}, "
                 f"95% CI [{lo:.2f}, {hi:.2f}] {verdict}{note}")
 
     def to_dict(self) -> dict:
         return {"better": self.better, "worse": self.worse, "difference": _num(self.difference),
                 "ci": [_num(self.ci[0]), _num(self.ci[1])], "excludes_zero": self.excludes_zero,
-                "held": self.held, "censored_data": self.lower_bound, "text": self.text()}
+                "held": self.held, "censored_data": self.lower_bound, "blocked": self.blocked,
+                "text": self.text()}
 
 
 def separation(better: str, a: dict[int, np.ndarray], worse: str, b: dict[int, np.ndarray],
-               censored: bool = False, n_boot: int = 2000, seed: int = 0) -> Separation:
-    """The separation statement between two architectures' samples-vs-N data."""
+               censored: bool = False, n_boot: int = 2000, seed: int = 0,
+               censored_a: dict[int, np.ndarray] | None = None,
+               censored_b: dict[int, np.ndarray] | None = None) -> Separation:
+    """The separation statement between two architectures' samples-vs-N data (`a` is the one
+    claimed better). With per-run censoring flags the verdict accounts for censoring (see
+    `Separation`); `censored` alone only flags it."""
     d, ci = exponent_difference(a, b, n_boot=n_boot, seed=seed)
-    return Separation(better, worse, d, ci, censored)
+    blocked = ""
+    ca = {n: np.asarray(c, bool) for n, c in (censored_a or {}).items()}
+    cb = {n: np.asarray(c, bool) for n, c in (censored_b or {}).items()}
+    if any(c.any() for c in ca.values()):
+        ns = sorted(n for n, c in ca.items() if c.any())
+        blocked = f"{better} has censored runs (at N = {', '.join(map(str, ns))}); raise the budget"
+    elif cb and min(cb) in cb and cb[min(cb)].any():
+        blocked = f"{worse} has censored runs at its smallest N = {min(cb)}; raise the budget"
+    lower = censored or any(c.any() for c in ca.values()) or any(c.any() for c in cb.values())
+    return Separation(better, worse, d, ci, lower, blocked)
