@@ -31,7 +31,7 @@ class LookupTransformer:
         self.N, self.k, self.V = N, k, vocab
         self.eta = eta if eta is not None else default_eta(N)
         if base_codes is None:
-            base_codes = torch.randint(0, 2, (N, k), generator=torch.Generator().manual_seed(seed)).float() * 2 - 1
+            base_codes = globals()["base_codes"](N, seed, max(k, KMAX))
         self.codes = base_codes[:, :k] / math.sqrt(k)  # nested widths share their first columns
         V = vocab
         self.D = V + 2 * k + 1
@@ -74,10 +74,11 @@ class LookupTransformer:
         return self.ffn(v[:, 0])
 
     @torch.no_grad()
-    def all_queries(self, symbols: torch.Tensor, chunk: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+    def all_queries(self, symbols: torch.Tensor, chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """For one string of N symbols, the answer to every query p (one forward pass per p,
         batched: queries share the keys) and the attention weight on the target."""
         N = len(symbols)
+        chunk = chunk or _chunk(N)
         keys = self.embed(torch.cat([symbols, torch.tensor([self.V])]).unsqueeze(0))[0]  # (N+1, D)
         vals = keys @ self.wv
         preds, mass = [], []
@@ -100,9 +101,15 @@ def default_eta(N: int) -> float:
     return 4 * math.log(max(N, 2))
 
 
-def certified(model: LookupTransformer, chunk: int = 1024) -> tuple[bool, float]:
+def _chunk(N: int) -> int:
+    """Query rows per chunk: about 2^25 scores (128 MB) at a time."""
+    return max(64, min(1024, 2**25 // max(N, 1)))
+
+
+def certified(model: LookupTransformer, chunk: int | None = None) -> tuple[bool, float]:
     """Every p gets attention > 1/2 on its target, whatever the symbols (self-key included)."""
     C = model.codes
+    chunk = chunk or _chunk(model.N)
     worst = math.inf
     for s in range(0, model.N, chunk):
         sc = model.eta * (C[s:s + chunk] @ C.T)
@@ -113,11 +120,19 @@ def certified(model: LookupTransformer, chunk: int = 1024) -> tuple[bool, float]
     return worst > 0.5, worst
 
 
-def min_width(N: int, seed: int = 0, eta: float | None = None, kmax: int = 1024) -> int:
+KMAX = 256  # widest code tried; k_min is 27 at N = 10^4
+
+
+def base_codes(N: int, seed: int, kmax: int = KMAX) -> torch.Tensor:
+    """One N x kmax Rademacher matrix; width k uses its first k columns (nested codes)."""
+    return torch.randint(0, 2, (N, kmax), generator=torch.Generator().manual_seed(seed)).float() * 2 - 1
+
+
+def min_width(N: int, seed: int = 0, eta: float | None = None, kmax: int = KMAX) -> int:
     """Smallest k whose nested Rademacher codes certify every position (galloping, then binary
     search: wider nested codes lower the coherence, so success is monotone up to sampling noise;
     the reported k_min is the certified one, and k_min - 1 is checked to fail)."""
-    base = torch.randint(0, 2, (N, kmax), generator=torch.Generator().manual_seed(seed)).float() * 2 - 1
+    base = base_codes(N, seed, kmax)
     ok = lambda k: certified(LookupTransformer(N, k, eta=eta, base_codes=base))[0]  # noqa: E731
     lo = max(1, math.ceil(math.log2(max(N, 2)))) - 1  # k <= lo fails: the codes are not distinct
     hi = lo + 1
@@ -146,7 +161,7 @@ class LookupConstruction(Construction):
         rows = []
         for N in Ns:
             k = min_width(N, seed)
-            base = torch.randint(0, 2, (N, 1024), generator=torch.Generator().manual_seed(seed)).float() * 2 - 1
+            base = base_codes(N, seed)
             m = LookupTransformer(N, k, self.vocab, base_codes=base)
             ok, worst = certified(m)
             task = IndexLookup(N=N, vocab=self.vocab)
@@ -162,7 +177,7 @@ class LookupConstruction(Construction):
             if below is not None:
                 s = task.sample_test(1, gen).x[0, :N]
                 acc_below = float((below.all_queries(s)[0] == s).float().mean())
-            batch = task.sample_test(16, gen)  # the task's own batches, through the full forward
+            batch = task.sample_test(max(1, min(16, 100_000 // N)), gen)  # the task's own batches, through the full forward
             acc_task = float((m.forward(batch.x).argmax(-1) == batch.y).float().mean())
             rows.append({"N": N, "eta": round(m.eta, 3), "k_min": k, "width": m.D, "params": m.params,
                          "coherence": round(max_coherence(m.codes), 4), "min_target_mass": worst,
