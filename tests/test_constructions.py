@@ -71,7 +71,7 @@ def test_qstr_nonlinear_readout_within_stated_error():
 def test_lookup_min_width_is_exact_at_every_position():
     N = 300
     k = lk.min_width(N, seed=0)
-    base = lk.base_codes(N, 0)
+    base = lk.code_matrix(N, 0)
     m = lk.LookupTransformer(N, k, base_codes=base)
     assert lk.certified(m)[0]
     assert not lk.certified(lk.LookupTransformer(N, k - 1, base_codes=base))[0]

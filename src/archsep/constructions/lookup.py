@@ -31,7 +31,7 @@ class LookupTransformer:
         self.N, self.k, self.V = N, k, vocab
         self.eta = eta if eta is not None else default_eta(N)
         if base_codes is None:
-            base_codes = globals()["base_codes"](N, seed, max(k, KMAX))
+            base_codes = code_matrix(N, seed, max(k, KMAX))
         self.codes = base_codes[:, :k] / math.sqrt(k)  # nested widths share their first columns
         V = vocab
         self.D = V + 2 * k + 1
@@ -123,7 +123,7 @@ def certified(model: LookupTransformer, chunk: int | None = None) -> tuple[bool,
 KMAX = 256  # widest code tried; k_min is 27 at N = 10^4
 
 
-def base_codes(N: int, seed: int, kmax: int = KMAX) -> torch.Tensor:
+def code_matrix(N: int, seed: int, kmax: int = KMAX) -> torch.Tensor:
     """One N x kmax Rademacher matrix; width k uses its first k columns (nested codes)."""
     return torch.randint(0, 2, (N, kmax), generator=torch.Generator().manual_seed(seed)).float() * 2 - 1
 
@@ -132,7 +132,7 @@ def min_width(N: int, seed: int = 0, eta: float | None = None, kmax: int = KMAX)
     """Smallest k whose nested Rademacher codes certify every position (galloping, then binary
     search: wider nested codes lower the coherence, so success is monotone up to sampling noise;
     the reported k_min is the certified one, and k_min - 1 is checked to fail)."""
-    base = base_codes(N, seed, kmax)
+    base = code_matrix(N, seed, kmax)
     ok = lambda k: certified(LookupTransformer(N, k, eta=eta, base_codes=base))[0]  # noqa: E731
     lo = max(1, math.ceil(math.log2(max(N, 2)))) - 1  # k <= lo fails: the codes are not distinct
     hi = lo + 1
@@ -161,7 +161,7 @@ class LookupConstruction(Construction):
         rows = []
         for N in Ns:
             k = min_width(N, seed)
-            base = base_codes(N, seed)
+            base = code_matrix(N, seed)
             m = LookupTransformer(N, k, self.vocab, base_codes=base)
             ok, worst = certified(m)
             task = IndexLookup(N=N, vocab=self.vocab)
