@@ -216,7 +216,7 @@ class QSTRConstruction(Construction):
         model = cache[key]
         set_attention(model, task, alpha)
         ev = evaluate(task, model, seed)
-        return {"sweep": sweep, "link": link, "N": N, "d_e": task.d_e, "alpha": alpha, "heads": self.q,
+        return {"sweep": sweep, "link": link, "N": N, "d_e": task.d_e, "alpha": alpha, "heads": self.q, "width": task.spec.input_dim,
                 "mlp_width": model.mlp[0].out_features, "params": model.n_params(),
                 "nonzero": int(sum((p != 0).sum() for p in model.parameters())), **ev}
 
