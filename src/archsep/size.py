@@ -161,7 +161,7 @@ def train_lr(cell: SizeCell, lr: float) -> tuple[dict, torch.nn.Module, Task]:
 def measure_cell(cell: SizeCell, on_lr: Callable[[dict], None] | None = None) -> dict:
     """Run the learning-rate grid of one cell and test the selected model. Never raises: a
     crashing cell comes back with status 'error' and the message."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     out = {"cell_id": cell.cell_id, "cell": cell.to_dict(), "label": cell.label, "arch": cell.arch,
            "task": cell.task, "N": cell.N, "width": cell.width, "seed": cell.seed}
     try:
@@ -192,6 +192,7 @@ def measure_cell(cell: SizeCell, on_lr: Callable[[dict], None] | None = None) ->
                    params=None, state_size=None,
                    error=f"{type(e).__name__}: {e}\n" + traceback.format_exc(limit=3))
     out["wall_s"] = round(time.perf_counter() - t0, 3)
+    out["cpu_s"] = round(time.process_time() - c0, 3)  # what an idle core would need, near enough
     return out
 
 
@@ -279,7 +280,7 @@ def run_cells(cells: Sequence[SizeCell], out_dir: str | Path | None = None, work
 
 
 CELL_COLUMNS = ["label", "arch", "task", "N", "width", "seed", "test_acc", "val_acc", "best_lr", "steps",
-                "reached", "status", "params", "state_size", "wall_s", "cell_id"]
+                "reached", "status", "params", "state_size", "wall_s", "cpu_s", "cell_id"]
 
 
 def write_cells_csv(results: list[dict], path: Path) -> None:

@@ -112,12 +112,13 @@ class SizePreset(Preset):
     def summarize(self, results: list[dict], quick: bool) -> dict:
         s = self.scale(quick)
         cells = [{k: r.get(k) for k in ("label", "N", "width", "seed", "test_acc", "val_acc", "best_lr",
-                                         "steps", "reached", "status", "params", "state_size", "wall_s")}
+                                         "steps", "reached", "status", "params", "state_size", "wall_s", "cpu_s")}
                  for r in results]
         summary = {"preset": self.registry_name, "quick": quick, "task": self.task, "Ns": list(s.Ns),
                    "lrs": list(s.lrs), "steps": s.steps, "seeds": s.seeds, "target": 0.99,
                    "test_size": s.test_size, "n_cells": len(results),
                    "n_errors": sum(r["status"] == "error" for r in results), "cells": cells}
+        summary["cpu_s"] = round(sum(r.get("cpu_s") or 0 for r in results), 1)
         summary["claims"] = self.claims(self.table(results), s)
         return summary
 
@@ -135,7 +136,7 @@ class SizePreset(Preset):
     @classmethod
     def text_summary(cls, summary: dict) -> str:
         lines = [f"{summary['preset']}{' (quick)' if summary.get('quick') else ''}: {summary['n_cells']} cells "
-                 f"({summary['n_errors']} errors) in {summary.get('wall_s', 0):.0f}s; test accuracy at length N "
+                 f"({summary['n_errors']} errors) in {summary.get('wall_s', 0):.0f}s wall, {summary.get('cpu_s', 0):.0f}s CPU; test accuracy at length N "
                  f"(lr grid {summary['lrs']}, <= {summary['steps']} steps, early stop at 99% validation accuracy)"]
         by = defaultdict(dict)
         for c in summary["cells"]:
@@ -172,7 +173,7 @@ class LookupFig2(SizePreset):
                                                      mamba((64, 128, 256)), dss((64, 128, 256))),
                      lrs=(2e-3, 1e-3, 3e-4), steps=20_000, eval_every=250, val_size=2000, seeds=1)
     quick = SizeScale(Ns=(20, 50, 100), archs=(tf(1, (64,), heads=1), lstm((64,))),
-                      lrs=(2e-3,), steps=4000, eval_every=200, val_size=500, test_size=5000)
+                      lrs=(2e-3,), steps=3000, eval_every=200, val_size=500, test_size=5000)
 
     def claims(self, table: dict, s: SizeScale) -> list[dict]:
         N = 100 if 100 in s.Ns else max(s.Ns)
