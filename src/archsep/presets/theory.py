@@ -138,7 +138,7 @@ class Fig3(SampleComplexityPreset):
     the Transformer gets H = q heads, as the theory asks."""
 
     description = "qSTR, hermite2 link, N=7: samples to test MSE < 0.88 as q grows (TF with H = q heads)"
-    runtime = {"quick": "about 4 min (2 CPU cores)", "full": "about 30 min (2 CPU cores)"}
+    runtime = {"quick": "about 3 min (2 CPU cores)", "full": "about 1 h (2 CPU cores)"}
     axis = "q"
     TF = Arch("TF", "tf", {"mlp_width": 100})
     common = {"lr": 1e-4, "weight_decay": 0.1, "batch_size": 64, "threshold": 0.88}
@@ -303,7 +303,7 @@ def construction_block_mass(N: int = 100, alpha: float = 64.0) -> float:
 @PRESETS.register("qstr-fig2")
 class Fig2Preset(Preset):
     description = "1STR, N=100: trained W_Q W_K^T against the Eq. A.2 block (paper B, Fig. 2)"
-    runtime = {"quick": "about 3 min (2 CPU cores)", "full": "about 30 min (2 CPU cores)"}
+    runtime = {"quick": "about 3-8 min (2 CPU cores)", "full": "1-2 h on 2 CPU cores; minutes on a GPU"}
     full = Fig2Scale(N=100, train_size=50_000, steps=30_000, seeds=3, log_every=1000)
     quick = Fig2Scale(N=100, train_size=10_000, steps=1_000, seeds=1, log_every=100)
 
