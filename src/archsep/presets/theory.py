@@ -38,7 +38,7 @@ class HeadsScale:
 @PRESETS.register("qstr-heads")
 class HeadsPreset(Preset):
     description = "qSTR, norm2 link: H < q heads stall above 1 - H(q+d)/(qd), H >= q learn (paper B Prop. 3/4)"
-    runtime = {"quick": "about 4 min (2 CPU cores)", "full": "about 1 h on 2 CPU cores; minutes on a GPU"}
+    runtime = {"quick": "about 4-7 min (2 CPU cores)", "full": "about 1 h on 2 CPU cores; minutes on a GPU"}
     common = {"lr": 1e-3, "weight_decay": 0.1, "batch_size": 64, "threshold": 0.01, "eval_mode": "every",
               "stop_at_threshold": False}
     full = HeadsScale(qs=(2, 3), N=20, d=10, seeds=3,
