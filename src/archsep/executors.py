@@ -18,7 +18,7 @@ from typing import Iterator, Sequence
 from .config import RunConfig
 from .errors import ArchsepError
 from .store import now, record
-from .train import RunResult, group_key
+from .train import STACK_MAX_FLOPS, RunResult, group_key, step_flops
 
 EXECUTORS = ("local", "ray")
 RAY_CONNECT_TIMEOUT_S = 5.0
@@ -41,12 +41,18 @@ def threads_for(workers: int) -> int:
 
 
 def plan_batches(configs: Sequence[RunConfig], workers: int) -> list[list[RunConfig]]:
-    """Group runs that differ only in their seed (one batched `train_many` call each); split the
-    largest groups while there are fewer batches than workers, so every worker has work."""
+    """Group runs that differ only in their seed (one batched `train_many` call each). Groups of
+    compute-bound models, which are not stacked anyway, become one batch per run; batches are
+    ordered most expensive first (FLOPs per step x runs), so the longest work starts first and
+    the workers finish together; the largest groups are split while workers would sit idle."""
     groups: OrderedDict[str, list[RunConfig]] = OrderedDict()
     for c in configs:
         groups.setdefault(group_key(c), []).append(c)
-    batches = list(groups.values())
+    batches: list[list[RunConfig]] = []
+    cost: dict[str, float] = {}
+    for key, g in groups.items():
+        cost[key] = step_flops(g[0])
+        batches += [[c] for c in g] if cost[key] >= STACK_MAX_FLOPS else [g]
     while len(batches) < workers:
         i = max(range(len(batches)), key=lambda j: len(batches[j]), default=None)
         if i is None or len(batches[i]) < 2:
@@ -54,7 +60,7 @@ def plan_batches(configs: Sequence[RunConfig], workers: int) -> list[list[RunCon
         b = batches.pop(i)
         half = (len(b) + 1) // 2
         batches[i:i] = [b[:half], b[half:]]
-    return batches
+    return sorted(batches, key=lambda b: -cost[group_key(b[0])] * len(b))
 
 
 def run_batch(cfg_dicts: list[dict], threads: int | None = None) -> list[dict]:
