@@ -162,3 +162,17 @@ def test_claims_read_the_right_cells():
     assert [x["held"] for x in d.claims(table, d.quick)] == [True, True]
     table["TF-(1,64)"][(100, 64)] = 1.0
     assert [x["held"] for x in d.claims(table, d.quick)] == [True, False]
+
+
+def test_mamba_and_equality_claims():
+    m = PRESETS.get("mamba-width")()
+    Ns, ws = m.quick.Ns, m.quick.archs[0].widths
+    table = {f"Mamba-{w}": {(N, w): (0.9 if N == min(Ns) else 0.1) + 0.01 * w / 16 for N in Ns} for w in ws}
+    assert [c["held"] for c in m.claims(table, m.quick)] == [True, True]
+    table = {f"Mamba-{w}": {(N, w): 0.5 for N in Ns} for w in ws}
+    assert [c["held"] for c in m.claims(table, m.quick)] == [False, False]
+    e = PRESETS.get("equality-fig4")()
+    hi = max(e.quick.Ns)
+    table = {f"TF-(2,64) [{v}]": {(hi, 64): 0.9} for v, _ in e.quick.variants}
+    table.update({f"LSTM-{w} [{v}]": {(hi, w): 0.5 if w == 8 else 0.95} for v, _ in e.quick.variants for w in (8, 64)})
+    assert [c["held"] for c in e.claims(table, e.quick)] == [True, False, True, False]
