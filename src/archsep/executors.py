@@ -21,6 +21,7 @@ from .store import now, record
 from .train import STACK_MAX_FLOPS, RunResult, group_key, step_flops
 
 EXECUTORS = ("local", "ray")
+SMALL_STEP_FLOPS = 1e8  # per model and step: below it one torch thread is faster than two
 RAY_CONNECT_TIMEOUT_S = 5.0
 
 
@@ -71,10 +72,12 @@ def run_batch(cfg_dicts: list[dict], threads: int | None = None) -> list[dict]:
     from .config import resolve_device
     from .train import train_many
 
+    cfgs = [RunConfig.from_dict(d) for d in cfg_dicts]
+    if threads and threads > 1 and "ARCHSEP_THREADS" not in os.environ and step_flops(cfgs[0]) < SMALL_STEP_FLOPS:
+        threads = 1  # a small model's step is all overhead: a second thread only adds synchronisation
     if threads:
         torch.set_num_threads(threads)
     started = now()
-    cfgs = [RunConfig.from_dict(d) for d in cfg_dicts]
     results = train_many(cfgs)
     rows = []
     for c, r in zip(cfgs, results):
