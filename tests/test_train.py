@@ -61,11 +61,13 @@ def test_same_config_and_seed_give_the_same_numbers():
 
 @pytest.mark.parametrize("arch, N, model", [("tf", 4, {}), ("ffn", 4, {}), ("rnn", 3, {"hidden": 32})])
 def test_progressive_evaluation_gives_the_same_samples_as_evaluating_every_time(arch, N, model):
-    every = train_run(cfg(arch, N, model=model, eval_mode="every", budget=40_000))
-    fast = train_run(cfg(arch, N, model=model, eval_mode="progressive", budget=40_000))
+    every = train_run(cfg(arch, N, model=model, eval_mode="every", budget=40_000, eval_size=2000))
+    fast = train_run(cfg(arch, N, model=model, eval_mode="progressive", budget=40_000, eval_size=2000))
     assert every.status == fast.status == "ok"
     assert fast.samples == every.samples
-    assert len(fast.curve) < len(every.curve)  # and it evaluated less
+    assert len(fast.curve) <= len(every.curve)
+    if arch == "tf":  # fast to converge: most scheduled evaluations are far from the threshold
+        assert len(fast.curve) < len(every.curve) / 2
 
 
 def test_finished_runs_are_reused_not_recomputed(tmp_path):

@@ -31,9 +31,10 @@ class TrainConfig:
     eval_size: int = 5000  # held-out examples, drawn once from the test seed, same distribution
     # 'every': held-out evaluation every eval_every steps. 'progressive': the same schedule, but a
     # scheduled evaluation is skipped while the mean pre-update loss on the last eval_every fresh
-    # training batches (an unbiased risk estimate) is above progressive_slack * threshold.
+    # training batches (an unbiased risk estimate) is above the threshold by more than
+    # progressive_z standard errors (of that mean and of the held-out mean) plus its latest drop.
     eval_mode: Literal["every", "progressive"] = "progressive"
-    progressive_slack: float = 1.2
+    progressive_z: float = 3.0
     curve_every: int = 10  # while skipping, still evaluate every curve_every-th scheduled point
     diverge_factor: float = 100.0  # held-out metric above factor*baseline (or NaN) = diverged
     stop_at_threshold: bool = True
@@ -47,7 +48,7 @@ class TrainConfig:
         check(self.threshold > 0, "threshold", f"must be > 0, got {self.threshold}")
         check(self.eval_every >= 1, "eval_every", f"must be >= 1, got {self.eval_every}")
         check(self.eval_size >= 1, "eval_size", f"must be >= 1, got {self.eval_size}")
-        check(self.progressive_slack >= 1, "progressive_slack", f"must be >= 1, got {self.progressive_slack}")
+        check(self.progressive_z >= 0, "progressive_z", f"must be >= 0, got {self.progressive_z}")
         check(self.curve_every >= 1, "curve_every", f"must be >= 1, got {self.curve_every}")
         check(self.diverge_factor > 1, "diverge_factor", f"must be > 1, got {self.diverge_factor}")
         resolve_device(self.device)

@@ -54,14 +54,26 @@ class RunResult:
 
 
 @torch.no_grad()
-def evaluate(model: Callable[[torch.Tensor], torch.Tensor], task: Task, data: Batch, chunk: int = 1000) -> float:
-    """Held-out metric, averaged over examples (chunks keep memory flat)."""
-    total = 0.0
+def evaluate(model: Callable[[torch.Tensor], torch.Tensor], task: Task, data: Batch, chunk: int = 1000,
+             block: int = 100) -> tuple[float, float]:
+    """Held-out metric averaged over examples, and its standard error (from the spread of the
+    means of blocks of `block` examples; chunks of `chunk` keep memory flat)."""
+    means, sizes = [], []
     for i in range(0, len(data), chunk):
-        part = Batch(data.x[i:i + chunk], data.y[i:i + chunk],
-                     None if data.mask is None else data.mask[i:i + chunk])
-        total += float(task.metric(model(part.x), part)) * len(part)
-    return total / len(data)
+        part = data_slice(data, i, i + chunk)
+        pred = model(part.x)
+        for j in range(0, len(part), block):
+            means.append(float(task.metric(pred[j:j + block], data_slice(part, j, j + block))))
+            sizes.append(min(block, len(part) - j))
+    m = torch.tensor(means, dtype=torch.float64)
+    w = torch.tensor(sizes, dtype=torch.float64)
+    mean = float((m * w).sum() / w.sum())
+    se = float(m.std() / math.sqrt(len(m))) if len(m) > 1 else math.inf
+    return mean, se
+
+
+def data_slice(data: Batch, a: int, b: int) -> Batch:
+    return Batch(data.x[a:b], data.y[a:b], None if data.mask is None else data.mask[a:b])
 
 
 def held_out_set(cfg: RunConfig, task: Task, device: torch.device | str = "cpu") -> Batch:
@@ -140,7 +152,7 @@ def _base(cfg: RunConfig) -> dict:
     return dict(run_id=cfg.run_id, config=cfg.to_dict(), resolution=tc.resolution,
                 eval_schedule={"every_steps": tc.eval_every, "batch_size": tc.batch_size,
                                "eval_size": tc.eval_size, "mode": tc.eval_mode,
-                               "slack": tc.progressive_slack, "curve_every": tc.curve_every})
+                               "z": tc.progressive_z, "curve_every": tc.curve_every})
 
 
 def _error(cfg: RunConfig) -> RunResult:
@@ -165,6 +177,7 @@ class _Track:
     curve: list = field(default_factory=list)
     train_curve: list = field(default_factory=list)
     status: str = "censored"
+    test_se: float = math.inf  # standard error of the held-out mean, known after the first evaluation
     hit: int | None = None
     done: bool = False
     t_end: float | None = None  # when the run left the stack (stacked runs share the compute)
@@ -217,17 +230,25 @@ def _train_group(cfgs: list[RunConfig], stacked: bool) -> list[RunResult]:
         last = step + tc.eval_every > max_steps
         stack.train(False)
         for k, tr in enumerate(active):
-            progressive = float(torch.stack(tr.window).mean())
+            window = torch.stack(tr.window).double()
+            progressive = float(window.mean())
+            window_se = float(window.std() / math.sqrt(len(window))) if len(window) > 1 else math.inf
+            # recent drop per window, from the trend over the last few windows (one difference is noise)
+            back = tr.train_curve[-4:]
+            drop = max(0.0, (back[0][1] - progressive) / len(back)) if back else math.inf
             tr.window.clear()
             tr.train_curve.append((samples, progressive))
             if not math.isfinite(progressive) or progressive > limit:
                 tr.status, tr.done = "diverged", True
                 continue
-            due = (tc.eval_mode == "every" or progressive < tc.progressive_slack * tc.threshold
-                   or (step // tc.eval_every) % tc.curve_every == 0 or last)
+            # the window mean lags the current risk by about its latest drop, and both it and the
+            # held-out mean are noisy: evaluate once the threshold is within that reach
+            se = math.sqrt(window_se**2 + (tr.test_se if math.isfinite(tr.test_se) else window_se) ** 2)
+            near = progressive - drop - tc.progressive_z * se < tc.threshold
+            due = tc.eval_mode == "every" or near or (step // tc.eval_every) % tc.curve_every == 0 or last
             if not due:
                 continue
-            err = evaluate(lambda x, k=k: stack.call(k, x), tr.task, tr.test)
+            err, tr.test_se = evaluate(lambda x, k=k: stack.call(k, x), tr.task, tr.test)
             tr.curve.append((samples, err))
             if not math.isfinite(err) or err > limit:
                 tr.status, tr.done = "diverged", True
