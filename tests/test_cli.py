@@ -1,6 +1,5 @@
 """The command line: a tiny end-to-end preset and one-line errors for user mistakes."""
 import json
-import os
 import subprocess
 import sys
 

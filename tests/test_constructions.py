@@ -19,14 +19,6 @@ from archsep.tasks.nearest_neighbour import NearestNeighbour
 from archsep.tasks.qstr import QSTR
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def test_registry_names():
     assert set(CONSTRUCTIONS.names()) >= {"qstr", "lookup", "dyck-rnn", "equality", "nearest-neighbour"}
 

@@ -1,7 +1,6 @@
 """Pieces of the paper-B theory presets that can be checked without long training."""
 from __future__ import annotations
 
-import pytest
 import torch
 
 from archsep.constructions.qstr import block_mask, build
@@ -9,14 +8,6 @@ from archsep.presets import PRESETS
 from archsep.presets.theory import Fig2Scale, block_cosine, block_mass, heads_bound, train_fixed_set
 from archsep.tasks.qstr import QSTR
 from archsep.train import RunResult
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_heads_bound_values():

@@ -1,8 +1,6 @@
 """Online training and the sample-complexity measurement."""
-import math
 
 import pytest
-import torch
 
 from archsep.config import RunConfig, TrainConfig
 from archsep.errors import ArchsepError

@@ -1,7 +1,6 @@
 """Run a preset end to end: its runs, runs.csv, summary.json, figures and a text summary."""
 from __future__ import annotations
 
-import math
 import os
 import time
 from pathlib import Path

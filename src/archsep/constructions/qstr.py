@@ -63,7 +63,7 @@ def build(task: QSTR, alpha: float, mlp_width: int = 1000, seed: int = 0, fit_sa
           ridge: float = 1e-6) -> TransformerB:
     """The Lemma-11 model for `task`. Linear link: width 2, exact. Otherwise: width `mlp_width`,
     random ReLU features of the q retrieved tokens, output layer fitted on exact retrievals."""
-    q, d = task.q, task.d
+    q = task.q
     linear = task.link == "linear"
     width = 2 if linear else mlp_width
     model = TransformerBConfig(heads=q, mlp_width=width, qk="joint").build(task.spec)

@@ -6,7 +6,6 @@ Add one with `@LINKS.register("name")`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 

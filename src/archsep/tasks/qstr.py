@@ -6,7 +6,7 @@ prompt as positional codes, so a model must *retrieve* the tokens they point at.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import torch
