@@ -77,9 +77,10 @@ def data_slice(data: Batch, a: int, b: int) -> Batch:
 
 
 def held_out_set(cfg: RunConfig, task: Task, device: torch.device | str = "cpu") -> Batch:
-    """The held-out set: drawn once from the test seed by the same sampler as training, so it
-    comes from the training distribution (the authors' code evaluated 1STR on simple-1STR data)."""
-    return task.sample(cfg.train.eval_size, torch.Generator(device).manual_seed(cfg.derived_seed("test")))
+    """The held-out set, drawn once from the test seed by `task.sample_test`: the training
+    distribution itself (qSTR; the authors' code evaluated 1STR on simple-1STR data), or, for a
+    task trained on variable lengths, that distribution at exactly length N (paper A)."""
+    return task.sample_test(cfg.train.eval_size, torch.Generator(device).manual_seed(cfg.derived_seed("test")))
 
 
 def train_run(cfg: RunConfig) -> RunResult:

@@ -100,3 +100,18 @@ class Task(abc.ABC):
     def describe(self) -> str:
         args = ", ".join(f"{k}={v}" for k, v in self.params().items())
         return f"{self.registry_name}({args})"
+
+
+class ClassificationTask(Task):
+    """A task whose metric is the error rate; its baseline is the best constant guess."""
+
+    kind = "classification"
+
+    @property
+    @abc.abstractmethod
+    def chance_accuracy(self) -> float:
+        """Accuracy of the best input-independent prediction."""
+
+    @property
+    def baseline(self) -> float:
+        return 1.0 - self.chance_accuracy

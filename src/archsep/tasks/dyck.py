@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import check
-from .base import Batch, Task, TaskSpec
+from .base import Batch, ClassificationTask, TaskSpec
 from .registry import TASKS
 
 SYMBOLS = "()[]"  # id = 2 * type + is_close
@@ -63,11 +63,10 @@ def dyck_accepts(x: torch.Tensor) -> torch.Tensor:
 
 @TASKS.register("dyck")
 @dataclass(frozen=True)
-class Dyck(Task):
+class Dyck(ClassificationTask):
     N: int = 100  # string length, even
     seed: int = 0  # unused: the task has no hidden randomness
 
-    kind = "classification"
 
     def __post_init__(self) -> None:
         check(self.N >= 2 and self.N % 2 == 0, "N", f"must be an even integer >= 2, got {self.N}")
@@ -79,10 +78,6 @@ class Dyck(Task):
     @property
     def chance_accuracy(self) -> float:
         return 0.5
-
-    @property
-    def baseline(self) -> float:
-        return 1.0 - self.chance_accuracy
 
     @property
     def max_corruptions(self) -> int:

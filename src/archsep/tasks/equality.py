@@ -21,7 +21,7 @@ from typing import Literal
 import torch
 
 from ..errors import check
-from .base import Batch, Task, TaskSpec
+from .base import Batch, ClassificationTask, TaskSpec
 from .index_lookup import draw_length
 from .registry import TASKS
 
@@ -30,13 +30,12 @@ ALPHABETS = {"eq-random": 2, "eq-one": 1024}
 
 @TASKS.register("equality")
 @dataclass(frozen=True)
-class Equality(Task):
+class Equality(ClassificationTask):
     N: int = 100  # |a| + |b| at evaluation, even
     variant: Literal["eq-random", "eq-one"] = "eq-random"
     train_lengths: Literal["variable", "fixed"] = "variable"
     seed: int = 0  # unused: the task has no hidden randomness
 
-    kind = "classification"
 
     def __post_init__(self) -> None:
         check(self.N >= 2 and self.N % 2 == 0, "N", f"must be an even integer >= 2, got {self.N}")
@@ -64,10 +63,6 @@ class Equality(Task):
     @property
     def chance_accuracy(self) -> float:
         return 0.5
-
-    @property
-    def baseline(self) -> float:
-        return 1.0 - self.chance_accuracy
 
     def sample(self, n: int, generator: torch.Generator) -> Batch:
         if self.train_lengths == "fixed":

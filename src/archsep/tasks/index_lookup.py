@@ -16,7 +16,7 @@ from typing import Literal
 import torch
 
 from ..errors import check
-from .base import Batch, Task, TaskSpec
+from .base import Batch, ClassificationTask, TaskSpec
 from .registry import TASKS
 
 
@@ -28,14 +28,13 @@ def draw_length(lo: int, hi: int, generator: torch.Generator, step: int = 1) -> 
 
 @TASKS.register("index-lookup")
 @dataclass(frozen=True)
-class IndexLookup(Task):
+class IndexLookup(ClassificationTask):
     N: int = 100  # evaluation length (symbols); the longest training length
     vocab: int = 64  # symbol alphabet
     train_lengths: Literal["variable", "fixed"] = "variable"
     min_length: int = 10  # shortest training length when variable (clipped to N)
     seed: int = 0  # unused: the task has no hidden randomness
 
-    kind = "classification"
 
     def __post_init__(self) -> None:
         check(self.N >= 1, "N", f"must be >= 1, got {self.N}")
@@ -51,10 +50,6 @@ class IndexLookup(Task):
     @property
     def chance_accuracy(self) -> float:
         return 1.0 / self.vocab
-
-    @property
-    def baseline(self) -> float:
-        return 1.0 - self.chance_accuracy
 
     def sample(self, n: int, generator: torch.Generator) -> Batch:
         if self.train_lengths == "fixed":

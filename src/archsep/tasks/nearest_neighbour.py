@@ -25,7 +25,7 @@ from typing import Literal
 import torch
 
 from ..errors import ArchsepError, check
-from .base import Batch, Task, TaskSpec
+from .base import Batch, ClassificationTask, TaskSpec
 from .registry import TASKS
 
 MAX_ROUNDS = 200  # rejection rounds before the margin is declared infeasible
@@ -33,7 +33,7 @@ MAX_ROUNDS = 200  # rejection rounds before the margin is declared infeasible
 
 @TASKS.register("nearest-neighbour")
 @dataclass(frozen=True)
-class NearestNeighbour(Task):
+class NearestNeighbour(ClassificationTask):
     N: int = 20  # points: N//2 labelled, the rest queries
     d: int = 16
     vectors: Literal["unit", "sign"] = "unit"
@@ -42,7 +42,6 @@ class NearestNeighbour(Task):
     mqar: bool = False
     seed: int = 0  # unused: the task has no hidden randomness
 
-    kind = "classification"
 
     def __post_init__(self) -> None:
         check(self.N >= 2, "N", f"must be >= 2, got {self.N}")
@@ -68,10 +67,6 @@ class NearestNeighbour(Task):
     @property
     def chance_accuracy(self) -> float:
         return 0.5
-
-    @property
-    def baseline(self) -> float:
-        return 1.0 - self.chance_accuracy
 
     # --- sampling -----------------------------------------------------------------------
     def _points(self, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
