@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -45,6 +46,10 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "") -> list[Path]:
         ax.scatter([], [], marker="^", facecolors="none", edgecolors="k", label="censored runs (lower bound)")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    Ns = sorted({p["N"] for p in summary["points"]})
+    ax.set_xticks(Ns)  # the measured lengths, written plainly, not as 2x10^0
+    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("sequence length N")
     ax.set_ylabel(f"samples to test MSE < {summary['threshold']}")
     ax.set_title(title, fontsize=9)
