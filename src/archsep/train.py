@@ -236,7 +236,7 @@ def _train_group(cfgs: list[RunConfig], stacked: bool) -> list[RunResult]:
             window_se = float(window.std() / math.sqrt(len(window))) if len(window) > 1 else math.inf
             # recent drop per window, from the trend over the last few windows (one difference is noise)
             back = tr.train_curve[-4:]
-            drop = max(0.0, (back[0][1] - progressive) / len(back)) if back else math.inf
+            drop = max(0.0, (back[0][1] - progressive) / len(back)) if back else 0.0
             tr.window.clear()
             tr.train_curve.append((samples, progressive))
             if not math.isfinite(progressive) or progressive > limit:
