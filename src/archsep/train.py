@@ -121,8 +121,18 @@ def train_many(configs: list[RunConfig], stack: bool = True) -> list[RunResult]:
 STACK_MAX_FLOPS = 5e8  # per model and step; above it a model is compute-bound and the fused kernels win
 
 
+_FLOPS: dict[str, float] = {}  # by group_key: the planner, the worker and train_many all ask
+
+
 def step_flops(cfg: RunConfig) -> float:
     """FLOPs of one training step (forward and backward) of one model of this config."""
+    key = group_key(cfg)
+    if key not in _FLOPS:
+        _FLOPS[key] = _count_step_flops(cfg)
+    return _FLOPS[key]
+
+
+def _count_step_flops(cfg: RunConfig) -> float:
     from torch.utils.flop_counter import FlopCounterMode
 
     task = cfg.build_task()
