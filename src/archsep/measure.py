@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from .config import RunConfig
 from .errors import ArchsepError
-from .executors import make_executor, plan_batches, threads_for  # noqa: F401  (threads_for: old import path)
+from .executors import make_executor, plan_batches
 from .store import Store, open_store, result_from_row
 from .train import RunResult
 
@@ -72,7 +72,8 @@ def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None,
                         failures += r.status in ("error", "diverged")
                         label = r.config.get("label") or r.config["arch"]
                         bar.set_postfix_str(f"failed={failures} last: {label} "
-                                            f"N={r.config['task_params'].get('N', '?')} {r.status}", refresh=False)
+                                            f"N={r.config['task_params'].get('N', '?')} {r.status} samples={r.samples}",
+                                            refresh=False)
                         bar.update(1)
                         if on_result:
                             on_result(r)
