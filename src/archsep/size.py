@@ -39,6 +39,7 @@ import torch
 from .config import RunConfig, TrainConfig, derive_seed, resolve_device
 from .errors import check
 from .tasks.base import Batch, Task
+from .train import evaluate
 
 CELLS_FILE = "cells.jsonl"
 
@@ -103,17 +104,13 @@ class SizeCell:
         return cls(**{**d, "lrs": tuple(d["lrs"])})
 
 
-@torch.no_grad()
-def accuracy(model: torch.nn.Module, task: Task, data: Batch, chunk: int = 1000) -> float:
+def accuracy(model: torch.nn.Module, task: Task, data: Batch) -> float:
     """Accuracy (1 - the task's error metric) over `data`, in eval mode."""
     was = model.training
     model.eval()
-    wrong = 0.0
-    for i in range(0, len(data), chunk):
-        part = Batch(data.x[i:i + chunk], data.y[i:i + chunk], None if data.mask is None else data.mask[i:i + chunk])
-        wrong += float(task.metric(model(part.x), part)) * len(part)
+    error, _ = evaluate(model, task, data)
     model.train(was)
-    return 1.0 - wrong / len(data)
+    return 1.0 - error
 
 
 def train_lr(cell: SizeCell, lr: float) -> tuple[dict, torch.nn.Module, Task]:
