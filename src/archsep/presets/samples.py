@@ -67,16 +67,23 @@ class SampleComplexityPreset(Preset):
     def scale(self, quick: bool) -> Scale:
         return self.quick if quick else self.full
 
+    axis: str = "N"  # the task parameter the figure varies (its values are Scale.Ns)
+
+    def model_params(self, arch: Arch, x: int) -> dict:
+        """The model's parameters at axis value x (a preset may tie them to it, e.g. heads = q)."""
+        return dict(arch.params)
+
     def configs(self, quick: bool, device: str = "auto") -> list[RunConfig]:
         s = self.scale(quick)
         train = TrainConfig(**{**s.train, "device": device})
-        return [RunConfig(self.task, a.arch, {**s.task_params, "N": N}, dict(a.params), train, seed, a.label)
-                for a in s.archs for N in s.Ns for seed in range(s.seeds)]
+        return [RunConfig(self.task, a.arch, {**s.task_params, self.axis: x}, self.model_params(a, x), train, seed,
+                          a.label)
+                for a in s.archs for x in s.Ns for seed in range(s.seeds)]
 
     def groups(self, results: list[RunResult]) -> dict[str, dict[int, list[RunResult]]]:
         g: dict[str, dict[int, list[RunResult]]] = defaultdict(lambda: defaultdict(list))
         for r in results:
-            g[r.config.get("label") or r.config["arch"]][r.config["task_params"]["N"]].append(r)
+            g[r.config.get("label") or r.config["arch"]][r.config["task_params"][self.axis]].append(r)
         return g
 
     def summarize(self, results: list[RunResult], quick: bool) -> dict:

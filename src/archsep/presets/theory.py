@@ -151,17 +151,10 @@ class Fig3(SampleComplexityPreset):
     separations = ()
     growth = 1.25  # a rise beyond seed-to-seed noise
 
-    def configs(self, quick: bool, device: str = "auto") -> list[RunConfig]:
-        s = self.scale(quick)
-        train = TrainConfig(**{**s.train, "device": device})
-        return [RunConfig(self.task, a.arch, {**s.task_params, "q": q}, {**a.params, "heads": q}, train, seed, a.label)
-                for a in s.archs for q in s.Ns for seed in range(s.seeds)]
+    axis = "q"
 
-    def groups(self, results: list[RunResult]) -> dict[str, dict[int, list[RunResult]]]:
-        g: dict[str, dict[int, list[RunResult]]] = defaultdict(lambda: defaultdict(list))
-        for r in results:
-            g[r.config.get("label") or r.config["arch"]][r.config["task_params"]["q"]].append(r)
-        return g
+    def model_params(self, arch, x: int) -> dict:
+        return {**arch.params, "heads": x}  # H = q heads, as the theory needs
 
     def claims(self, points, fits, samples, budget) -> list[dict]:
         out = []
