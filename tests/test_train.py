@@ -64,6 +64,8 @@ def test_progressive_evaluation_gives_the_same_samples_as_evaluating_every_time(
     assert every.status == fast.status == "ok"
     assert fast.samples == every.samples
     assert len(fast.curve) <= len(every.curve)
+    # near the threshold, screened evaluations stopped early and were not recorded as curve points
+    assert fast.eval_schedule["screened_out"] > 0 and fast.eval_schedule["full_evals"] == len(fast.curve)
     if arch == "tf":  # fast to converge: most scheduled evaluations are far from the threshold
         assert len(fast.curve) < len(every.curve) / 2
 

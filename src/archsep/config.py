@@ -35,6 +35,10 @@ class TrainConfig:
     # progressive_z standard errors (of that mean and of the held-out mean) plus its latest drop.
     eval_mode: Literal["every", "progressive"] = "progressive"
     progressive_z: float = 3.0
+    # 'progressive' only: an evaluation that is not a curve point stops after 500, 1000 or 2000
+    # examples once the control-variate estimate of its mean (heldout.screen) is more than
+    # screen_z standard errors above the threshold; inf always evaluates the whole set
+    screen_z: float = 6.0
     curve_every: int = 10  # while skipping, still evaluate every curve_every-th scheduled point
     diverge_factor: float = 100.0  # held-out metric above factor*baseline (or NaN) = diverged
     stop_at_threshold: bool = True
@@ -49,6 +53,7 @@ class TrainConfig:
         check(self.eval_every >= 1, "eval_every", f"must be >= 1, got {self.eval_every}")
         check(self.eval_size >= 1, "eval_size", f"must be >= 1, got {self.eval_size}")
         check(self.progressive_z >= 0, "progressive_z", f"must be >= 0, got {self.progressive_z}")
+        check(self.screen_z >= 0, "screen_z", f"must be >= 0 (inf: never stop early), got {self.screen_z}")
         check(self.curve_every >= 1, "curve_every", f"must be >= 1, got {self.curve_every}")
         check(self.diverge_factor > 1, "diverge_factor", f"must be > 1, got {self.diverge_factor}")
         resolve_device(self.device)

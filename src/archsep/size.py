@@ -39,7 +39,7 @@ import torch
 from .config import RunConfig, TrainConfig, derive_seed, resolve_device
 from .errors import check
 from .tasks.base import Batch, Task
-from .train import evaluate
+from .heldout import evaluate
 
 CELLS_FILE = "cells.jsonl"
 

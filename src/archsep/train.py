@@ -1,7 +1,7 @@
 """Online training of one run until its held-out metric first drops below the threshold.
 
-Every step draws a fresh batch from the training stream; the held-out set is drawn once from
-its own seed by the same `task.sample`, so it has the training distribution.
+Every step draws a fresh batch from the training stream; the held-out set (heldout.py) is drawn
+once from its own seed by the same `task.sample`, so it has the training distribution.
 """
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import math
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Literal
+from typing import Literal
 
 import torch
 
 from .config import RunConfig, resolve_device
+from .heldout import held_out_set, screen
 from .stack import Single, Stacked
 from .tasks.base import Batch, Task
 
@@ -51,36 +52,6 @@ class RunResult:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-@torch.no_grad()
-def evaluate(model: Callable[[torch.Tensor], torch.Tensor], task: Task, data: Batch, chunk: int = 1000,
-             block: int = 100) -> tuple[float, float]:
-    """Held-out metric averaged over examples, and its standard error (from the spread of the
-    means of blocks of `block` examples; chunks of `chunk` keep memory flat)."""
-    means, sizes = [], []
-    for i in range(0, len(data), chunk):
-        part = data_slice(data, i, i + chunk)
-        pred = model(part.x)
-        for j in range(0, len(part), block):
-            means.append(float(task.metric(pred[j:j + block], data_slice(part, j, j + block))))
-            sizes.append(min(block, len(part) - j))
-    m = torch.tensor(means, dtype=torch.float64)
-    w = torch.tensor(sizes, dtype=torch.float64)
-    mean = float((m * w).sum() / w.sum())
-    se = float(m.std() / math.sqrt(len(m))) if len(m) > 1 else math.inf
-    return mean, se
-
-
-def data_slice(data: Batch, a: int, b: int) -> Batch:
-    return Batch(data.x[a:b], data.y[a:b], None if data.mask is None else data.mask[a:b])
-
-
-def held_out_set(cfg: RunConfig, task: Task, device: torch.device | str = "cpu") -> Batch:
-    """The held-out set, drawn once from the test seed by `task.sample_test`: the training
-    distribution itself (qSTR; the authors' code evaluated 1STR on simple-1STR data), or, for a
-    task trained on variable lengths, that distribution at exactly length N (paper A)."""
-    return task.sample_test(cfg.train.eval_size, torch.Generator(device).manual_seed(cfg.derived_seed("test")))
 
 
 def train_run(cfg: RunConfig) -> RunResult:
@@ -163,7 +134,8 @@ def _base(cfg: RunConfig) -> dict:
     return dict(run_id=cfg.run_id, config=cfg.to_dict(), resolution=tc.resolution,
                 eval_schedule={"every_steps": tc.eval_every, "batch_size": tc.batch_size,
                                "eval_size": tc.eval_size, "mode": tc.eval_mode,
-                               "z": tc.progressive_z, "curve_every": tc.curve_every})
+                               "z": tc.progressive_z, "screen_z": tc.screen_z,
+                               "curve_every": tc.curve_every})
 
 
 def _error(cfg: RunConfig) -> RunResult:
@@ -192,13 +164,18 @@ class _Track:
     hit: int | None = None
     done: bool = False
     t_end: float | None = None  # when the run left the stack (stacked runs share the compute)
+    ref: torch.Tensor | None = None  # block metrics of the last full held-out evaluation
+    full_evals: int = 0
+    screened_out: int = 0
 
     def result(self, max_steps: int) -> RunResult:
         tc = self.cfg.train
         metrics = [m for _, m in self.curve if math.isfinite(m)]
         censored_at = max_steps * tc.batch_size
+        base = _base(self.cfg)
+        base["eval_schedule"].update(full_evals=self.full_evals, screened_out=self.screened_out)
         return RunResult(
-            **_base(self.cfg), status=self.status,  # type: ignore[arg-type]
+            **base, status=self.status,  # type: ignore[arg-type]
             samples=self.hit if self.status == "ok" else (censored_at if self.status == "censored" else None),
             final_metric=self.curve[-1][1] if self.curve else None,
             best_metric=min(metrics) if metrics else None,
@@ -256,10 +233,16 @@ def _train_group(cfgs: list[RunConfig], stacked: bool) -> list[RunResult]:
             # held-out mean are noisy: evaluate once the threshold is within that reach
             se = math.sqrt(window_se**2 + (tr.test_se if math.isfinite(tr.test_se) else window_se) ** 2)
             near = progressive - drop - tc.progressive_z * se < tc.threshold
-            due = tc.eval_mode == "every" or near or (step // tc.eval_every) % tc.curve_every == 0 or last
-            if not due:
+            full = tc.eval_mode == "every" or (step // tc.eval_every) % tc.curve_every == 0 or last or tr.ref is None
+            if not (full or near):
                 continue
-            err, tr.test_se = evaluate(lambda x, k=k: stack.call(k, x), tr.task, tr.test)
+            model = lambda x, k=k: stack.call(k, x)  # noqa: E731
+            ev = screen(model, tr.task, tr.test, tr.ref, tc.threshold, math.inf if full else tc.screen_z)
+            if ev.stopped:  # confidently above the threshold: not a curve point
+                tr.screened_out += 1
+                continue
+            tr.full_evals += 1
+            err, tr.test_se, tr.ref = ev.mean, ev.se, ev.blocks
             tr.curve.append((samples, err))
             if not math.isfinite(err) or err > limit:
                 tr.status, tr.done = "diverged", True

@@ -1,0 +1,105 @@
+"""The held-out set and its evaluation: full, or screened against the last full evaluation.
+
+A held-out evaluation is a mean over fixed blocks of examples. Between two nearby evaluation
+points the model changes little, so each block's metric changes little: the change of the
+first few blocks since the last full evaluation predicts the change of the whole mean far
+more tightly than the blocks predict the mean itself (a control variate). `screen` uses this
+to stop an evaluation early once its mean is confidently above the threshold; whenever the
+threshold is within reach it finishes, and returns the exact full mean.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from .config import RunConfig
+from .tasks.base import Batch, Task
+
+BLOCK = 25  # examples per block: the unit of the standard errors and of screening
+CHUNK = 250  # examples per forward pass: keeps the activations of a large RNN in cache
+LOOKS = (500, 1000, 2000)  # examples evaluated before each early-stopping look
+
+Model = Callable[[torch.Tensor], torch.Tensor]
+
+
+def held_out_set(cfg: RunConfig, task: Task, device: torch.device | str = "cpu") -> Batch:
+    """The held-out set, drawn once from the test seed by `task.sample_test`: the training
+    distribution itself (qSTR; the authors' code evaluated 1STR on simple-1STR data), or, for a
+    task trained on variable lengths, that distribution at exactly length N (paper A)."""
+    return task.sample_test(cfg.train.eval_size, torch.Generator(device).manual_seed(cfg.derived_seed("test")))
+
+
+def data_slice(data: Batch, a: int, b: int) -> Batch:
+    return Batch(data.x[a:b], data.y[a:b], None if data.mask is None else data.mask[a:b])
+
+
+@torch.no_grad()
+def block_metrics(model: Model, task: Task, data: Batch, start: int = 0, stop: int | None = None) -> torch.Tensor:
+    """The metric of each block of BLOCK examples in data[start:stop] (float64)."""
+    stop = len(data) if stop is None else stop
+    out = []
+    for i in range(start, stop, CHUNK):
+        part = data_slice(data, i, min(i + CHUNK, stop))
+        pred = model(part.x)
+        for j in range(0, len(part), BLOCK):
+            out.append(float(task.metric(pred[j:j + BLOCK], data_slice(part, j, j + BLOCK))))
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def block_sizes(n: int) -> torch.Tensor:
+    """Examples per block of an n-example set (all BLOCK but maybe the last)."""
+    sizes = torch.full((math.ceil(n / BLOCK),), float(BLOCK), dtype=torch.float64)
+    sizes[-1] = n - BLOCK * (len(sizes) - 1)
+    return sizes
+
+
+def mean_se(blocks: torch.Tensor, sizes: torch.Tensor) -> tuple[float, float]:
+    """Example-weighted mean of block metrics, and its standard error from their spread."""
+    mean = float((blocks * sizes).sum() / sizes.sum())
+    se = float(blocks.std() / math.sqrt(len(blocks))) if len(blocks) > 1 else math.inf
+    return mean, se
+
+
+def evaluate(model: Model, task: Task, data: Batch) -> tuple[float, float]:
+    """Held-out metric averaged over examples, and its standard error."""
+    return mean_se(block_metrics(model, task, data), block_sizes(len(data)))
+
+
+@dataclass
+class Screened:
+    """One screened evaluation: `mean`/`se`/`blocks` are exact and complete unless `stopped`,
+    in which case `mean` is the control-variate estimate and `examples` says how far it got."""
+
+    mean: float
+    se: float
+    blocks: torch.Tensor | None
+    stopped: bool
+    examples: int
+
+
+def screen(model: Model, task: Task, data: Batch, ref: torch.Tensor, threshold: float, z: float) -> Screened:
+    """Evaluate block by block; at each look, estimate the full mean as the last full
+    evaluation's (`ref`, its block metrics) plus the mean change on the blocks seen so far, and
+    stop if that estimate is more than `z` standard errors above `threshold`. The standard
+    error is that of the change's mean on the unseen blocks, estimated from the seen ones."""
+    n = len(data)
+    sizes = block_sizes(n)
+    seen = torch.empty(0, dtype=torch.float64)
+    for look in LOOKS:
+        if look >= n or not math.isfinite(z):
+            break
+        seen = torch.cat([seen, block_metrics(model, task, data, len(seen) * BLOCK, look)])
+        k = len(seen)
+        d = seen - ref[:k]
+        w_rest = float(sizes[k:].sum() / sizes.sum())  # weight of the unseen blocks in the mean
+        est = float((seen * sizes[:k]).sum() / sizes.sum()) + w_rest * float(
+            (ref[k:] * sizes[k:]).sum() / sizes[k:].sum() + d.mean())
+        se = w_rest * float(d.std()) * math.sqrt(1 / k + 1 / (len(sizes) - k))
+        if est - z * se > threshold:
+            return Screened(est, se, None, True, k * BLOCK)
+    blocks = torch.cat([seen, block_metrics(model, task, data, len(seen) * BLOCK)])
+    mean, se = mean_se(blocks, sizes)
+    return Screened(mean, se, blocks, False, n)
