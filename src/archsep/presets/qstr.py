@@ -15,7 +15,7 @@ PAPER = {"lr": 1e-3, "weight_decay": 0.1, "batch_size": 64}
 @PRESETS.register("qstr-fig1a")
 class Fig1a(SampleComplexityPreset):
     description = "1STR, linear link, d=10: samples to test MSE < 0.7 (paper B, Fig. 1a)"
-    runtime = {"quick": "about 1-2 min (2 CPU cores)", "full": "see README (2 CPU cores)"}
+    runtime = {"quick": "about 1-2 min (2 CPU cores)", "full": "about 28 min (2 CPU cores)"}
     published = {"TF": {2: 2900, 12: 17100}, "RNN": {2: 1500, 12: 73800}, "FFN": {2: 2000, 12: 115000}}
     full = Scale(Ns=(2, 4, 6, 8, 10, 12), seeds=5, archs=(TF, GRU, FFN),
                  train={**PAPER, "threshold": 0.7, "budget": 400_000, "eval_size": 5000},
