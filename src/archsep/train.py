@@ -233,9 +233,10 @@ def _train_group(cfgs: list[RunConfig], stacked: bool) -> list[RunResult]:
             # held-out mean are noisy: evaluate once the threshold is within that reach
             se = math.sqrt(window_se**2 + (tr.test_se if math.isfinite(tr.test_se) else window_se) ** 2)
             near = progressive - drop - tc.progressive_z * se < tc.threshold
-            full = tc.eval_mode == "every" or (step // tc.eval_every) % tc.curve_every == 0 or last or tr.ref is None
+            full = tc.eval_mode == "every" or (step // tc.eval_every) % tc.curve_every == 0 or last
             if not (full or near):
                 continue
+            full = full or tr.ref is None  # the first evaluation near the threshold is the screening reference
             model = lambda x, k=k: stack.call(k, x)  # noqa: E731
             ev = screen(model, tr.task, tr.test, tr.ref, tc.threshold, math.inf if full else tc.screen_z)
             if ev.stopped:  # confidently above the threshold: not a curve point
