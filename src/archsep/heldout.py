@@ -88,8 +88,8 @@ def screen(model: Model, task: Task, data: Batch, ref: torch.Tensor, threshold: 
     n = len(data)
     sizes = block_sizes(n)
     seen = torch.empty(0, dtype=torch.float64)
-    for look in LOOKS:
-        if look >= n or not math.isfinite(z):
+    for look in LOOKS if math.isfinite(z) else ():
+        if look >= n:
             break
         seen = torch.cat([seen, block_metrics(model, task, data, len(seen) * BLOCK, look)])
         k = len(seen)

@@ -6,7 +6,6 @@ executor (`local` process pool or `ray`) only computes; this process alone write
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
@@ -14,23 +13,9 @@ from typing import Callable, Sequence
 from tqdm import tqdm
 
 from .config import RunConfig
-from .errors import ArchsepError
 from .executors import make_executor, plan_batches
 from .store import Store, open_store, result_from_row
 from .train import RunResult
-
-
-def prepare_out(out_dir: str | Path) -> Path:
-    """Create OUT and check that it is writable (one-line error otherwise); no store is made."""
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".archsep-write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise ArchsepError(f"--out: cannot write to '{out}': {e.strerror or e}") from None
-    return out
 
 
 def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None, workers: int | None = 1,

@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 from .config import RunConfig
-from .measure import prepare_out, run_configs
+from .measure import run_configs
+from .store import prepare_out
 from .presets import PRESETS
 from .presets.base import write_json
 from .presets.samples import write_runs_csv

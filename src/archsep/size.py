@@ -38,8 +38,8 @@ import torch
 
 from .config import RunConfig, TrainConfig, derive_seed, resolve_device
 from .errors import check
-from .tasks.base import Batch, Task
 from .heldout import evaluate
+from .tasks.base import Batch, Task
 
 CELLS_FILE = "cells.jsonl"
 

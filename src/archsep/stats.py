@@ -198,10 +198,10 @@ def separation(better: str, a: dict[int, np.ndarray], worse: str, b: dict[int, n
     blocked = ""
     ca = {n: np.asarray(c, bool) for n, c in (censored_a or {}).items()}
     cb = {n: np.asarray(c, bool) for n, c in (censored_b or {}).items()}
-    if any(c.any() for c in ca.values()):
-        ns = sorted(n for n, c in ca.items() if c.any())
-        blocked = f"{better} has censored runs (at N = {', '.join(map(str, ns))}); raise the budget"
-    elif cb and min(cb) in cb and cb[min(cb)].any():
+    censored_better = sorted(n for n, c in ca.items() if c.any())
+    if censored_better:
+        blocked = f"{better} has censored runs (at N = {', '.join(map(str, censored_better))}); raise the budget"
+    elif cb and cb[min(cb)].any():
         blocked = f"{worse} has censored runs at its smallest N = {min(cb)}; raise the budget"
-    lower = censored or any(c.any() for c in ca.values()) or any(c.any() for c in cb.values())
+    lower = censored or bool(censored_better) or any(c.any() for c in cb.values())
     return Separation(better, worse, d, ci, lower, blocked)

@@ -354,6 +354,18 @@ def open_store(out_dir: str | Path, create: bool = True) -> Store:
         if not out.is_dir():
             raise ArchsepError(f"DIR: '{out}' is not a directory")
         return Store(out, create=False)
-    from .measure import prepare_out
-
     return Store(prepare_out(out), create=True)
+
+
+def prepare_out(out_dir: str | Path) -> Path:
+    """Create OUT and check that it is writable (one-line error otherwise); no store is made."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".archsep-write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ArchsepError(f"--out: cannot write to '{out}': {e.strerror or e}") from None
+    return out
+

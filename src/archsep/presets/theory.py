@@ -167,7 +167,7 @@ class Fig3(SampleComplexityPreset):
             mlo, mhi = _median(points, "TF", lo["N"]), _median(points, "TF", hi["N"])
             ratio = math.inf if mhi is None else (mhi / mlo if mlo else math.nan)
             out.append({"text": f"samples grow with q: median at q={hi['N']} ({_fmt(mhi, budget)}) is more than "
-                                f"1.25x the median at q={lo['N']} ({_fmt(mlo, budget)}; ratio {ratio:.2f})",
+                                f"{self.growth}x the median at q={lo['N']} ({_fmt(mlo, budget)}; ratio {ratio:.2f})",
                         "held": bool(mlo is not None and ratio > self.growth)})
         return out
 

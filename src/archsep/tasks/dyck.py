@@ -67,7 +67,6 @@ class Dyck(ClassificationTask):
     N: int = 100  # string length, even
     seed: int = 0  # unused: the task has no hidden randomness
 
-
     def __post_init__(self) -> None:
         check(self.N >= 2 and self.N % 2 == 0, "N", f"must be an even integer >= 2, got {self.N}")
 

@@ -36,7 +36,6 @@ class Equality(ClassificationTask):
     train_lengths: Literal["variable", "fixed"] = "variable"
     seed: int = 0  # unused: the task has no hidden randomness
 
-
     def __post_init__(self) -> None:
         check(self.N >= 2 and self.N % 2 == 0, "N", f"must be an even integer >= 2, got {self.N}")
         check(self.variant in ALPHABETS, "variant", f"must be one of {sorted(ALPHABETS)}, got {self.variant!r}")

@@ -35,7 +35,6 @@ class IndexLookup(ClassificationTask):
     min_length: int = 10  # shortest training length when variable (clipped to N)
     seed: int = 0  # unused: the task has no hidden randomness
 
-
     def __post_init__(self) -> None:
         check(self.N >= 1, "N", f"must be >= 1, got {self.N}")
         check(self.vocab >= 2, "vocab", f"must be >= 2, got {self.vocab}")

@@ -42,7 +42,6 @@ class NearestNeighbour(ClassificationTask):
     mqar: bool = False
     seed: int = 0  # unused: the task has no hidden randomness
 
-
     def __post_init__(self) -> None:
         check(self.N >= 2, "N", f"must be >= 2, got {self.N}")
         check(not self.mqar or self.N % 2 == 0, "N", f"must be even for MQAR, got {self.N}")
