@@ -20,8 +20,8 @@ import time
 import torch
 
 from archsep.config import RunConfig, TrainConfig
-from archsep.stack import Single, Stacked
-from archsep.train import _worth_stacking, step_flops, train_many, train_run
+from archsep.engine.stack import Single, Stacked
+from archsep.engine.train import _worth_stacking, step_flops, train_many, train_run
 
 ARCHS = {"tf": ("tf", {"heads": 1, "mlp_width": 100}), "ffn": ("ffn", {}),
          "gru": ("rnn", {"cell": "gru", "hidden": 500})}

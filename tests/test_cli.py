@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from archsep.cli import main
-from archsep.presets import PRESETS
-from archsep.presets.samples import Arch, SampleComplexityPreset, Scale
+from archsep.experiments import PRESETS
+from archsep.experiments.samples import Arch, SampleComplexityPreset, Scale
 
 
 def run_cli(*args):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from archsep.config import RunConfig, TrainConfig
-from archsep.heldout import BLOCK, block_metrics, evaluate, held_out_set, screen
+from archsep.engine.evaluation import BLOCK, block_metrics, evaluate, held_out_set, screen
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import torch
 from archsep.errors import ArchsepError
 from archsep.models import make_model_config
 from archsep.models.mamba import fused_scan, scan_parallel, scan_sequential
-from archsep.stack import Stacked
+from archsep.engine.stack import Stacked
 from archsep.tasks.base import TaskSpec
 
 TOKENS = TaskSpec(input="tokens", input_dim=11, seq_len=9, output_dim=4, readout="last")

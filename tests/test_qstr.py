@@ -8,7 +8,7 @@ from archsep.config import RunConfig, TrainConfig
 from archsep.errors import ArchsepError
 from archsep.tasks import make_task
 from archsep.tasks.qstr import code_dim, draw_tuples
-from archsep.heldout import held_out_set
+from archsep.engine.evaluation import held_out_set
 
 
 def gen(seed=0):

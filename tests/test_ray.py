@@ -7,10 +7,10 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]' (CI installs it)")
 
-from archsep import sweep as sw  # noqa: E402
-from archsep.executors import RayExecutor  # noqa: E402
-from archsep.measure import run_configs  # noqa: E402
-from archsep.store import open_store  # noqa: E402
+from archsep.runs import sweep as sw  # noqa: E402
+from archsep.runs.executors import RayExecutor  # noqa: E402
+from archsep.runs.runner import run_configs  # noqa: E402
+from archsep.runs.store import open_store  # noqa: E402
 from sweep_util import cli, tiny_toml, write  # noqa: E402
 
 pytestmark = pytest.mark.ray

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from archsep.config import RunConfig, TrainConfig
-from archsep.presets.base import PRESETS
-from archsep.presets.samples import Arch, SampleComplexityPreset, Scale
-from archsep.report import build
-from archsep.reproduce import reproduce
-from archsep.store import open_store, record
-from archsep.train import RunResult
+from archsep.experiments.base import PRESETS
+from archsep.experiments.samples import Arch, SampleComplexityPreset, Scale
+from archsep.reporting.report import build
+from archsep.experiments.reproduce import reproduce
+from archsep.runs.store import open_store, record
+from archsep.engine.train import RunResult
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 HAVE_CHROMIUM = Path(CHROMIUM).exists()

@@ -7,11 +7,11 @@ import json
 import pytest
 import torch
 
-from archsep import size
+from archsep.experiments import size
 from archsep.errors import ArchsepError
-from archsep.presets import PRESETS
-from archsep.presets.paper_a import SizePreset, SizeScale, lstm
-from archsep.size import SizeCell, measure_cell, run_cells
+from archsep.experiments import PRESETS
+from archsep.experiments.paper_a.figures import SizePreset, SizeScale, lstm
+from archsep.experiments.size import SizeCell, measure_cell, run_cells
 
 
 def tiny(**kw) -> SizeCell:
@@ -132,7 +132,7 @@ class TinyPreset(SizePreset):
 
 
 def test_reproduce_runs_a_size_preset_end_to_end(tmp_path, monkeypatch):
-    from archsep.reproduce import reproduce, text_summary
+    from archsep.experiments.reproduce import reproduce, text_summary
 
     monkeypatch.setitem(PRESETS._items, "tiny-size", TinyPreset)
     TinyPreset.registry_name = "tiny-size"

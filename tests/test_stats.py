@@ -2,7 +2,7 @@ import math
 
 import numpy as np
 
-from archsep.stats import bootstrap_ci, exponent_difference, fit_exponent, km_median, summarize_point
+from archsep.analysis.stats import bootstrap_ci, exponent_difference, fit_exponent, km_median, summarize_point
 
 
 def test_km_median_without_censoring_is_the_lower_median():

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from archsep.errors import ArchsepError
-from archsep.store import DB_NAME, open_store, record
-from archsep.train import RunResult
+from archsep.runs.store import DB_NAME, open_store, record
+from archsep.engine.train import RunResult
 from sweep_util import ARCHSEP, cli, env, tiny_toml, write
 
 REQUIRED = ("run_id", "config", "status", "curve", "train_curve", "eval_schedule", "wall_s", "archsep_version",

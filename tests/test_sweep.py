@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from archsep import sweep as sw
+from archsep.runs import sweep as sw
 from archsep.errors import ArchsepError
-from archsep.executors import plan_batches
-from archsep.measure import run_configs
-from archsep.presets import PRESETS
-from archsep.store import open_store
+from archsep.runs.executors import plan_batches
+from archsep.runs.runner import run_configs
+from archsep.experiments import PRESETS
+from archsep.runs.store import open_store
 from sweep_util import tiny_toml, write
 
 
@@ -104,7 +104,7 @@ def test_cli_dry_run_and_print_toml(tmp_path, capsys, monkeypatch):
 
 
 def test_separation_statement_says_whether_the_ci_excludes_zero():
-    from archsep.stats import separation
+    from archsep.analysis.stats import separation
 
     rng = np.random.default_rng(0)
     flat = {n: 1000 * np.exp(rng.normal(0, 0.05, 4)) for n in (2, 4, 8)}
@@ -124,8 +124,8 @@ def test_separation_statement_says_whether_the_ci_excludes_zero():
 
 
 def test_analysis_reports_censored_points_as_above_the_budget():
-    from archsep.report import analyze
-    from archsep.train import RunResult
+    from archsep.reporting.report import analyze
+    from archsep.engine.train import RunResult
 
     def run(label, N, seed, samples, status):
         cfg = {"task": "qstr", "arch": "tf", "label": label, "seed": seed, "task_params": {"N": N},

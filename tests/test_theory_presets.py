@@ -4,10 +4,10 @@ from __future__ import annotations
 import torch
 
 from archsep.constructions.qstr import block_mask, build
-from archsep.presets import PRESETS
-from archsep.presets.theory import Fig2Scale, block_cosine, block_mass, heads_bound, train_fixed_set
+from archsep.experiments import PRESETS
+from archsep.experiments.paper_b.theory import Fig2Scale, block_cosine, block_mass, heads_bound, train_fixed_set
 from archsep.tasks.qstr import QSTR
-from archsep.train import RunResult
+from archsep.engine.train import RunResult
 
 
 def test_heads_bound_values():

@@ -4,8 +4,8 @@ import pytest
 
 from archsep.config import RunConfig, TrainConfig
 from archsep.errors import ArchsepError
-from archsep.measure import run_configs
-from archsep.train import train_run
+from archsep.runs.runner import run_configs
+from archsep.engine.train import train_run
 
 
 def cfg(arch="tf", N=2, seed=0, model=None, **train):
@@ -35,7 +35,7 @@ def test_a_diverging_run_is_recorded_not_raised():
 
 
 def test_a_crashing_run_is_recorded_and_the_sweep_goes_on(monkeypatch, tmp_path):
-    import archsep.train as tr
+    import archsep.engine.train as tr
 
     real = tr._train_group
 
@@ -115,7 +115,7 @@ def test_stacked_seeds_reach_the_same_samples_as_training_one_at_a_time(arch, N,
     """The engine (seeds stacked, progressive validation) against the plain path (one model at a
     time, every scheduled evaluation): the same samples within the recorded resolution, on
     fixed seeds; runs leave the stack at different steps."""
-    import archsep.train as tr
+    import archsep.engine.train as tr
 
     stacks = []
     real = tr.Stacked

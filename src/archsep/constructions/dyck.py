@@ -184,7 +184,7 @@ class DyckRNNConstruction(Construction):
         return rows
 
     def plot(self, rows: list[dict], stem: Path) -> list[Path]:
-        from ..plots import plt, save
+        from ..reporting.plots import plt, save
 
         fig, ax = plt.subplots(figsize=(6.5, 3.8))
         groups = {}

@@ -98,7 +98,7 @@ class EqualityConstruction(Construction):
         return rows
 
     def plot(self, rows: list[dict], stem: Path) -> list[Path]:
-        from ..plots import plt, save
+        from ..reporting.plots import plt, save
 
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
         for v in dict.fromkeys(r["variant"] for r in rows):

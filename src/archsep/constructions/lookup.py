@@ -191,7 +191,7 @@ class LookupConstruction(Construction):
         return rows
 
     def plot(self, rows: list[dict], stem: Path) -> list[Path]:
-        from ..plots import plt, save
+        from ..reporting.plots import plt, save
 
         fig, ax = plt.subplots(figsize=(5.2, 3.8))
         N = [r["N"] for r in rows]

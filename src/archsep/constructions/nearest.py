@@ -98,7 +98,7 @@ class NNConstruction(Construction):
         return rows
 
     def plot(self, rows: list[dict], stem: Path) -> list[Path]:
-        from ..plots import MARKERS, plt, save
+        from ..reporting.plots import MARKERS, plt, save
 
         fig, ax = plt.subplots(figsize=(6, 3.8))
         for i, N in enumerate(dict.fromkeys(r["N"] for r in rows)):

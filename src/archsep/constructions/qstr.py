@@ -234,7 +234,7 @@ class QSTRConstruction(Construction):
         return rows
 
     def plot(self, rows: list[dict], stem: Path) -> list[Path]:
-        from ..plots import MARKERS, plt, save
+        from ..reporting.plots import MARKERS, plt, save
 
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
         for k, link in enumerate(dict.fromkeys(r["link"] for r in rows)):

@@ -15,8 +15,8 @@ from typing import Callable
 
 import torch
 
-from .config import RunConfig
-from .tasks.base import Batch, Task
+from ..config import RunConfig
+from ..tasks.base import Batch, Task
 
 BLOCK = 25  # examples per block: the unit of the standard errors and of screening
 CHUNK = 250  # examples per forward pass: keeps the activations of a large RNN in cache

@@ -5,12 +5,12 @@ import os
 import time
 from pathlib import Path
 
-from .config import RunConfig
-from .measure import run_configs
-from .store import prepare_out
-from .presets import PRESETS
-from .presets.base import write_json
-from .presets.samples import write_runs_csv
+from ..config import RunConfig
+from ..runs.runner import run_configs
+from ..runs.store import prepare_out
+from . import PRESETS
+from .base import write_json
+from .samples import write_runs_csv
 
 
 def default_workers() -> int:
@@ -27,7 +27,7 @@ def reproduce(name: str, quick: bool = False, out: str | Path | None = None, wor
         return _finish(preset, preset.run(out_dir, quick, workers or default_workers(), device, progress),
                        quick, out_dir, t0)
     configs = preset.configs(quick, device)
-    from .sweep import from_preset
+    from ..runs.sweep import from_preset
 
     # the preset is a sweep: registering it lets `archsep status/report OUT` see the plan
     sweep = from_preset(name, quick, device) if configs and all(isinstance(c, RunConfig) for c in configs) else None

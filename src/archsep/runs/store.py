@@ -23,8 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .errors import ArchsepError
-from .train import RunResult
+from ..errors import ArchsepError
+from ..engine.train import RunResult
 
 DB_NAME = "archsep.db"
 APP_ID = 0x41525350  # 'ARSP': marks the file as an archsep store

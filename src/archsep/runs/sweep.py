@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import RunConfig, TrainConfig
-from .errors import ArchsepError, closest
-from .registry import _coerce
+from ..config import RunConfig, TrainConfig
+from ..errors import ArchsepError, closest
+from ..registry import _coerce
 
 TOP_KEYS = ("name", "description", "seeds", "base", "arms", "grid", "analysis")
 RUN_KEYS = ("task", "arch", "label", "seed", "task_params", "model_params", "train")
@@ -87,7 +87,7 @@ def load(spec: str | Path, quick: bool = False, device: str | None = None) -> Sw
 
 
 def from_preset(name: str, quick: bool = False, device: str | None = None) -> Sweep:
-    from .presets import PRESETS
+    from ..experiments import PRESETS
 
     try:
         preset = PRESETS.get(name)()
@@ -266,8 +266,8 @@ def _values_of(key: str, base: dict, arms: list[dict], axes: dict) -> list[str]:
 
 
 def _check_names(tasks: list, archs: list, where: str) -> None:
-    from .models import MODELS
-    from .tasks import TASKS
+    from ..models import MODELS
+    from ..tasks import TASKS
 
     if not tasks:
         raise ArchsepError(f"{where}: task: missing (set it in [base], an arm or the grid)")
@@ -291,8 +291,8 @@ def _fields_of(cls: type) -> dict[str, Any]:
 def _check_value(key: str, value: Any, loc: str, tasks: list[str], archs: list[str], where: str) -> Any:
     """Type-check one value of `key` (a run field or a dotted parameter); names an unknown
     parameter with the closest one any of the sweep's tasks/archs has."""
-    from .models import MODELS
-    from .tasks import TASKS
+    from ..models import MODELS
+    from ..tasks import TASKS
 
     head, _, sub = key.partition(".")
     if head == "train":

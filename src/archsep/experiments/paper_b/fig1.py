@@ -1,8 +1,8 @@
 """Paper B, Figure 1: samples to reach a test-MSE threshold against N (SPEC section 5)."""
 from __future__ import annotations
 
-from .base import PRESETS
-from .samples import Arch, SampleComplexityPreset, Scale
+from ..base import PRESETS
+from ..samples import Arch, SampleComplexityPreset, Scale
 
 TF = Arch("TF", "tf", {"heads": 1, "mlp_width": 100})
 FFN = Arch("FFN", "ffn", {})  # paper sizes [N*d*q, 1000]

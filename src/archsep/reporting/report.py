@@ -26,17 +26,17 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ArchsepError
-from .stats import fit_exponent, separation, summarize_point
-from .store import Store, open_store
-from .sweep import flatten_config
-from .train import RunResult
+from ..errors import ArchsepError
+from ..analysis.stats import fit_exponent, separation, summarize_point
+from ..runs.store import Store, open_store
+from ..runs.sweep import flatten_config
+from ..engine.train import RunResult
 
 SAMPLES_STATUSES = ("ok", "censored")
 
 
 def _flat(r: RunResult) -> dict[str, Any]:
-    from .config import RunConfig
+    from ..config import RunConfig
 
     try:
         return flatten_config(RunConfig.from_dict(r.config))
@@ -235,7 +235,7 @@ def environment(rows: list[dict]) -> dict:
     def uniq(k: str) -> str:
         return ", ".join(sorted({str(r.get(k)) for r in rows if r.get(k) is not None})) or "n/a"
 
-    from .store import versions
+    from ..runs.store import versions
 
     v = versions()
     return {
@@ -254,7 +254,7 @@ def build(store: Store) -> tuple[str, dict]:
     rows = store.rows()
     if not rows:
         raise ArchsepError(f"DIR: the store '{store.path}' holds no finished runs yet")
-    from .store import result_from_row
+    from ..runs.store import result_from_row
 
     by_id = {r["run_id"]: r for r in rows}
     sweeps = store.sweeps()
@@ -297,7 +297,7 @@ def build(store: Store) -> tuple[str, dict]:
 
 def _preset_claims(sw: dict, results: list[RunResult], title: str) -> list[dict]:
     """A preset's own claims (e.g. 'TF needs fewer samples at the largest N')."""
-    from .presets import PRESETS
+    from ..experiments import PRESETS
 
     try:
         preset = PRESETS.get(sw["preset"])()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..size import SizeCell, run_cells, write_cells_csv
-from .base import PRESETS, Preset
+from ..base import PRESETS, Preset
 
 
 @dataclass(frozen=True)
@@ -279,7 +279,7 @@ def heatmaps(results: list[dict], preset: SizePreset, stem: Path) -> list[Path]:
     """One panel per architecture family: mean test accuracy, rows = widths, columns = N."""
     import numpy as np
 
-    from ..plots import plt, save
+    from ...reporting.plots import plt, save
 
     fams = _families(results)
     n = max(1, len(fams))
@@ -319,7 +319,7 @@ def heatmaps(results: list[dict], preset: SizePreset, stem: Path) -> list[Path]:
 def val_curves(results: list[dict], preset: SizePreset, stem: Path) -> list[Path]:
     """Validation accuracy over training steps of each cell's selected learning rate, one panel
     per length N (first seed), one line per model."""
-    from ..plots import MARKERS, plt, save
+    from ...reporting.plots import MARKERS, plt, save
 
     Ns = sorted({r["N"] for r in results})
     fig, axes = plt.subplots(1, max(1, len(Ns)), figsize=(3.4 * max(1, len(Ns)), 3.2), squeeze=False, sharey=True,

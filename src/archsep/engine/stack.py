@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from .models.recurrence import plain_forward
+from ..models.recurrence import plain_forward
 
 
 def _vmappable(module: nn.Module) -> nn.Module:

@@ -15,10 +15,10 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Iterator, Sequence
 
-from .config import RunConfig
-from .errors import ArchsepError
+from ..config import RunConfig
+from ..errors import ArchsepError
 from .store import now, record
-from .train import STACK_MAX_FLOPS, RunResult, group_key, step_flops
+from ..engine.train import STACK_MAX_FLOPS, RunResult, group_key, step_flops
 
 EXECUTORS = ("local", "ray")
 SMALL_STEP_FLOPS = 1e8  # per model and step: below it one torch thread is faster than two
@@ -69,8 +69,8 @@ def run_batch(cfg_dicts: list[dict], threads: int | None = None) -> list[dict]:
     return store rows. Never raises for a failing run."""
     import torch
 
-    from .config import resolve_device
-    from .train import train_many
+    from ..config import resolve_device
+    from ..engine.train import train_many
 
     cfgs = [RunConfig.from_dict(d) for d in cfg_dicts]
     if threads and threads > 1 and "ARCHSEP_THREADS" not in os.environ and step_flops(cfgs[0]) < SMALL_STEP_FLOPS:
@@ -233,7 +233,7 @@ def _probe(address: str) -> None:
 
 def make_executor(kind: str, workers: int | None = None, address: str | None = None):
     if kind not in EXECUTORS:
-        from .errors import unknown
+        from ..errors import unknown
 
         raise unknown("--executor", kind, EXECUTORS)
     if kind == "local":

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from ..config import RunConfig, TrainConfig
-from ..stats import exponent_difference, fit_exponent, summarize_point
-from ..train import RunResult
+from ..analysis.stats import exponent_difference, fit_exponent, summarize_point
+from ..engine.train import RunResult
 from .base import Preset
 
 RUN_COLUMNS = ["arch", "N", "seed", "samples", "censored", "diverged", "status", "resolution",
@@ -126,7 +126,7 @@ class SampleComplexityPreset(Preset):
         return out
 
     def plot(self, results: list[RunResult], summary: dict, out: Path) -> list[Path]:
-        from ..plots import samples_vs_N
+        from ..reporting.plots import samples_vs_N
 
         return samples_vs_N(summary, out / "figure", title=self.description)
 

@@ -14,10 +14,10 @@ from typing import Literal
 
 import torch
 
-from .config import RunConfig, resolve_device
-from .heldout import held_out_set, screen
+from ..config import RunConfig, resolve_device
+from .evaluation import held_out_set, screen
 from .stack import Single, Stacked
-from .tasks.base import Batch, Task
+from ..tasks.base import Batch, Task
 
 Status = Literal["ok", "censored", "diverged", "error"]
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..config import RunConfig, TrainConfig, resolve_device
-from ..train import RunResult
-from .base import PRESETS, Preset
-from .samples import Arch, SampleComplexityPreset, Scale, _fmt, _median
+from ...config import RunConfig, TrainConfig, resolve_device
+from ...engine.train import RunResult
+from ..base import PRESETS, Preset
+from ..samples import Arch, SampleComplexityPreset, Scale, _fmt, _median
 
 
 # --- the few-heads experiment ----------------------------------------------------------------
@@ -90,7 +90,7 @@ class HeadsPreset(Preset):
                 "budget": int(s.train["budget"]), "seeds": s.seeds, "rows": rows, "claims": claims}
 
     def plot(self, results: list[RunResult], summary: dict, out: Path) -> list[Path]:
-        from ..plots import plt, save
+        from ...reporting.plots import plt, save
 
         qs = sorted({r["q"] for r in summary["rows"]})
         fig, axes = plt.subplots(1, len(qs), figsize=(5 * len(qs), 3.8), squeeze=False)
@@ -172,7 +172,7 @@ class Fig3(SampleComplexityPreset):
         return out
 
     def plot(self, results: list[RunResult], summary: dict, out: Path) -> list[Path]:
-        from ..plots import plt, save
+        from ...reporting.plots import plt, save
 
         fig, ax = plt.subplots(figsize=(5.2, 3.8))
         for r in results:
@@ -234,10 +234,10 @@ class Fig2Scale:
 def train_fixed_set(s: Fig2Scale, seed: int, device: str = "cpu", progress: bool = False) -> dict:
     """Paper B's Figure-2 run: a fixed training set, minibatch AdamW over epochs; the block
     mass of W_Q W_K^T is logged along the way."""
-    from ..config import derive_seed
-    from ..constructions.qstr import block_mask
-    from ..models import MODELS
-    from ..tasks.qstr import QSTR, draw_tuples
+    from ...config import derive_seed
+    from ...constructions.qstr import block_mask
+    from ...models import MODELS
+    from ...tasks.qstr import QSTR, draw_tuples
 
     dev = resolve_device(device)
     task = QSTR(N=s.N, seed=derive_seed(seed, "task"), **s.task)
@@ -286,8 +286,8 @@ def train_fixed_set(s: Fig2Scale, seed: int, device: str = "cpu", progress: bool
 
 def construction_block_mass(N: int = 100, alpha: float = 64.0) -> float:
     """The hand-set Lemma-11 model's block mass (1 by construction; a check of the metric)."""
-    from ..constructions.qstr import block_mask, build
-    from ..tasks.qstr import QSTR
+    from ...constructions.qstr import block_mask, build
+    from ...tasks.qstr import QSTR
 
     task = QSTR(N=N, q=1, d=10, link="linear")
     return block_mass(build(task, alpha).qk_matrix(), block_mask(task))
@@ -345,7 +345,7 @@ class Fig2Preset(Preset):
     def plot(self, results: list[dict], summary: dict, out: Path) -> list[Path]:
         from matplotlib.patches import Rectangle
 
-        from ..plots import plt, save
+        from ...reporting.plots import plt, save
 
         r = results[0]
         M = np.array(r["matrix"])

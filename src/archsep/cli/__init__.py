@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import ArchsepError
+from ..errors import ArchsepError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,7 +26,7 @@ def _positive_int(field: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .presets import PRESETS
+    from ..experiments import PRESETS
 
     p = _Parser(prog="archsep", description="Architecture separations: Transformers vs FFNs and RNNs.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -40,18 +40,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-progress", action="store_true")
 
     sub.add_parser("list", help="list presets, tasks, architectures and links")
-    from .cli_sweep import add_parsers as _sweep_parsers  # sweep, status, export, report
+    from .sweep import add_parsers as _sweep_parsers  # sweep, status, export, report
 
     _sweep_parsers(sub, _positive_int)
-    from .constructions.cli import add_parser as _construct_parser  # construct
+    from ..constructions.cli import add_parser as _construct_parser  # construct
 
     _construct_parser(sub, _positive_int)
     return p
 
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
-    from .presets import PRESETS
-    from .reproduce import reproduce, text_summary
+    from ..experiments import PRESETS
+    from ..experiments.reproduce import reproduce, text_summary
 
     PRESETS.get(a.preset)  # unknown preset -> one-line error before any work
     summary = reproduce(a.preset, a.quick, a.out, a.workers, a.device, progress=not a.no_progress)
@@ -60,10 +60,10 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
 
 
 def cmd_list(a: argparse.Namespace) -> int:
-    from .models import MODELS
-    from .presets import PRESETS
-    from .tasks import TASKS
-    from .tasks.links import LINKS
+    from ..models import MODELS
+    from ..experiments import PRESETS
+    from ..tasks import TASKS
+    from ..tasks.links import LINKS
 
     for title, reg in (("presets", PRESETS), ("tasks", TASKS), ("archs", MODELS), ("links", LINKS)):
         print(f"{title}: {', '.join(reg.names())}")
@@ -71,10 +71,10 @@ def cmd_list(a: argparse.Namespace) -> int:
 
 
 COMMANDS = {"reproduce": cmd_reproduce, "list": cmd_list}
-from .cli_sweep import COMMANDS as _SWEEP_COMMANDS  # noqa: E402
+from .sweep import COMMANDS as _SWEEP_COMMANDS  # noqa: E402
 
 COMMANDS.update(_SWEEP_COMMANDS)
-from .constructions.cli import cmd_construct  # noqa: E402
+from ..constructions.cli import cmd_construct  # noqa: E402
 
 COMMANDS["construct"] = cmd_construct
 

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from .errors import ArchsepError
+from ..errors import ArchsepError
 
 
 def add_parsers(sub, positive_int) -> None:
@@ -43,22 +43,22 @@ def add_parsers(sub, positive_int) -> None:
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from . import sweep as sw
-    from .executors import EXECUTORS
-    from .measure import run_configs
+    from ..runs import sweep as sw
+    from ..runs.executors import EXECUTORS
+    from ..runs.runner import run_configs
 
     if a.executor not in EXECUTORS:
-        from .errors import unknown
+        from ..errors import unknown
 
         raise unknown("--executor", a.executor, EXECUTORS)
     if a.address is not None and a.executor != "ray":
         raise ArchsepError("--address: only used with --executor ray")
     if a.address is not None:
-        from .executors import _probe
+        from ..runs.executors import _probe
 
         _probe(a.address)  # fail in seconds, before the store is touched
     if a.device is not None:
-        from .config import resolve_device
+        from ..config import resolve_device
 
         resolve_device(a.device)
     s = sw.load(a.spec, a.quick, a.device)
@@ -83,7 +83,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def cmd_status(a: argparse.Namespace) -> int:
-    from .store import open_store
+    from ..runs.store import open_store
 
     with open_store(a.dir, create=False) as store:
         st = store.status()
@@ -132,11 +132,11 @@ def export_rows(store) -> list[dict]:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from .store import open_store
+    from ..runs.store import open_store
 
     fmt = a.format.lower()
     if fmt not in ("csv", "parquet"):
-        from .errors import unknown
+        from ..errors import unknown
 
         raise unknown("--format", a.format, ["csv", "parquet"])
     with open_store(a.dir, create=False) as store:
@@ -178,7 +178,7 @@ def _write_parquet(rows: list[dict], columns: list[str], dest: Path) -> None:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from .report import write_report
+    from ..reporting.report import write_report
 
     dest = Path(a.output) if a.output else Path(a.dir) / "report.html"
     if not dest.parent.is_dir():

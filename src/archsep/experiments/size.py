@@ -36,10 +36,10 @@ from typing import Callable, Sequence
 
 import torch
 
-from .config import RunConfig, TrainConfig, derive_seed, resolve_device
-from .errors import check
-from .heldout import evaluate
-from .tasks.base import Batch, Task
+from ..config import RunConfig, TrainConfig, derive_seed, resolve_device
+from ..errors import check
+from ..engine.evaluation import evaluate
+from ..tasks.base import Batch, Task
 
 CELLS_FILE = "cells.jsonl"
 
