@@ -21,7 +21,8 @@ import torch
 
 from archsep.config import RunConfig, TrainConfig
 from archsep.engine.stack import Single, Stacked
-from archsep.engine.train import _worth_stacking, step_flops, train_many, train_run
+from archsep.engine.planning import step_flops, worth_stacking
+from archsep.engine.train import train_many, train_run
 
 ARCHS = {"tf": ("tf", {"heads": 1, "mlp_width": 100}), "ffn": ("ffn", {}),
          "gru": ("rnn", {"cell": "gru", "hidden": 500})}
@@ -48,7 +49,7 @@ def train_step_gflops(arch: str, N: int, seeds: int, steps: int = 20) -> float:
     cs = configs(arch, N, seeds, steps, "progressive")
     task = cs[0].build_task()
     models = [c.model_config().build(task.spec) for c in cs]
-    stacked = len(cs) > 1 and _worth_stacking(cs[0])
+    stacked = len(cs) > 1 and worth_stacking(cs[0])
     engine = Stacked(models, 1e-3, 0.1) if stacked else Single(models[0], 1e-3, 0.1)
     gen = torch.Generator().manual_seed(0)
     batches = [[task.sample(64, gen) for _ in range(len(engine))] for _ in range(3)]

@@ -15,6 +15,11 @@ from .registry import from_params
 from .tasks import TASKS, Task
 
 FORMAT_VERSION = 1  # bump when the meaning of a stored result changes
+# TrainConfig fields added after format 1: part of a run's identity only when not at their
+# default, so every run stored before they existed keeps its id
+_LATER_TRAIN_FIELDS = {"keep_best": False, "test_size": 0, "train_set_size": 0, "probe": False}
+# seed roles of the sets a run draws: with a test set, the held-out set is its validation set
+HELD_OUT_ROLE, VALIDATION_ROLE, TEST_ROLE = "test", "validation", "size-test"
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,14 @@ class TrainConfig:
     curve_every: int = 10  # while skipping, still evaluate every curve_every-th scheduled point
     diverge_factor: float = 100.0  # held-out metric above factor*baseline (or NaN) = diverged
     stop_at_threshold: bool = True
+    # keep the parameters of the best held-out point; with test_size, the result's test_metric is
+    # that checkpoint's metric on test_size examples drawn once from the run's own test seed
+    keep_best: bool = False
+    test_size: int = 0
+    # 0: a fresh batch every step (online). n > 0: n examples drawn once, replayed in epochs
+    # (reshuffled from the training stream), as in paper B's Figure 2
+    train_set_size: int = 0
+    probe: bool = False  # record the model's `probe()` (e.g. its W_Q W_K^T) at each curve point
     device: str = "auto"
 
     def __post_init__(self) -> None:
@@ -56,6 +69,11 @@ class TrainConfig:
         check(self.screen_z >= 0, "screen_z", f"must be >= 0 (inf: never stop early), got {self.screen_z}")
         check(self.curve_every >= 1, "curve_every", f"must be >= 1, got {self.curve_every}")
         check(self.diverge_factor > 1, "diverge_factor", f"must be > 1, got {self.diverge_factor}")
+        check(self.test_size >= 0, "test_size", f"must be >= 0 (0: no test set), got {self.test_size}")
+        check(self.train_set_size >= 0, "train_set_size",
+              f"must be >= 0 (0: a fresh batch every step), got {self.train_set_size}")
+        check(self.train_set_size == 0 or self.train_set_size >= self.batch_size, "train_set_size",
+              f"must be >= batch_size={self.batch_size}, got {self.train_set_size}")
         resolve_device(self.device)
 
     @property
@@ -88,11 +106,14 @@ class RunConfig:
     label: str = ""  # the name plots and tables use for the architecture, e.g. "TF"
 
     def __post_init__(self) -> None:
-        self.build_task()  # validate eagerly: a bad config fails before anything runs
+        task = self.build_task()  # validate eagerly: a bad config fails before anything runs
         self.model_config()
+        check(self.train.train_set_size == 0 or task.fixed_shapes, "train.train_set_size",
+              f"needs a task whose training examples share one shape; task '{self.task}' draws "
+              "variable lengths (set task_params.train_lengths = 'fixed')")
 
     # --- seeds -----------------------------------------------------------------------------
-    def derived_seed(self, role: Literal["task", "train", "init", "test"]) -> int:
+    def derived_seed(self, role: str) -> int:
         return derive_seed(self.seed, role)
 
     # --- builders ------------------------------------------------------------------------
@@ -111,7 +132,8 @@ class RunConfig:
             "task_params": self.build_task().params(),
             "arch": self.arch,
             "model_params": self.model_config().params(),
-            "train": {k: v for k, v in dataclasses.asdict(self.train).items() if k != "device"},
+            "train": {k: v for k, v in dataclasses.asdict(self.train).items()
+                      if k != "device" and _LATER_TRAIN_FIELDS.get(k, object()) != v},
             "seed": self.seed,
         }
 

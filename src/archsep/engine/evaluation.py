@@ -1,4 +1,5 @@
-"""The held-out set and its evaluation: full, or screened against the last full evaluation.
+"""The held-out set and its evaluation: whether to evaluate at a scheduled point (`decide`),
+and how: in full, or screened against the last full evaluation (`screen`).
 
 A held-out evaluation is a mean over fixed blocks of examples. Between two nearby evaluation
 points the model changes little, so each block's metric changes little: the change of the
@@ -15,7 +16,9 @@ from typing import Callable
 
 import torch
 
-from ..config import RunConfig
+from typing import Literal
+
+from ..config import HELD_OUT_ROLE, TEST_ROLE, VALIDATION_ROLE, RunConfig
 from ..tasks.base import Batch, Task
 
 BLOCK = 25  # examples per block: the unit of the standard errors and of screening
@@ -26,10 +29,39 @@ Model = Callable[[torch.Tensor], torch.Tensor]
 
 
 def held_out_set(cfg: RunConfig, task: Task, device: torch.device | str = "cpu") -> Batch:
-    """The held-out set, drawn once from the test seed by `task.sample_test`: the training
+    """The held-out set, drawn once from its own seed by `task.sample_test`: the training
     distribution itself (qSTR; the authors' code evaluated 1STR on simple-1STR data), or, for a
-    task trained on variable lengths, that distribution at exactly length N (paper A)."""
-    return task.sample_test(cfg.train.eval_size, torch.Generator(device).manual_seed(cfg.derived_seed("test")))
+    task trained on variable lengths, that distribution at exactly length N (paper A). A run
+    with a test set uses it as its validation set."""
+    role = VALIDATION_ROLE if cfg.train.test_size else HELD_OUT_ROLE
+    return task.sample_test(cfg.train.eval_size, torch.Generator(device).manual_seed(cfg.derived_seed(role)))
+
+
+def test_set(cfg: RunConfig, task: Task, device: torch.device | str = "cpu") -> Batch:
+    """The test set (train.test_size examples), from a seed of its own: never seen in training
+    or model selection."""
+    return task.sample_test(cfg.train.test_size, torch.Generator(device).manual_seed(cfg.derived_seed(TEST_ROLE)))
+
+
+Action = Literal["skip", "screen", "full"]
+
+
+def decide(*, mode: str, curve_point: bool, has_reference: bool, progressive: float, window_se: float,
+           held_out_se: float, drop: float, z: float, threshold: float) -> Action:
+    """What to do at a scheduled evaluation point (a pure function of the run's statistics).
+
+    `progressive` is the mean pre-update loss of the training batches since the last point (an
+    unbiased risk estimate) with standard error `window_se`; it lags the current risk by about
+    its recent `drop`. Skip while the threshold is out of reach of it by more than `z` standard
+    errors (of it and of the held-out mean, `held_out_se`); curve points and mode 'every' are
+    always evaluated in full, and so is the first evaluation near the threshold (the reference
+    that screening compares against)."""
+    if mode == "every" or curve_point:
+        return "full"
+    se = math.sqrt(window_se**2 + (held_out_se if math.isfinite(held_out_se) else window_se) ** 2)
+    if progressive - drop - z * se >= threshold:
+        return "skip"
+    return "screen" if has_reference else "full"
 
 
 def data_slice(data: Batch, a: int, b: int) -> Batch:

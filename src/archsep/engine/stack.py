@@ -2,12 +2,14 @@
 
 Parameters of K models with the same architecture are stacked along a leading axis and the
 forward pass is `vmap`ped over it. AdamW is elementwise, so one AdamW over the stacked tensors
-is exactly K independent AdamWs; the summed loss gives each slice its own model's gradient.
-A model that finishes leaves the stack (parameters and optimizer state are sliced).
+is exactly K independent AdamWs (with one learning rate per slice when the models' differ:
+`StackAdamW`); the summed loss gives each slice its own model's gradient. A model that
+finishes leaves the stack (parameters and optimizer state are sliced).
 """
 from __future__ import annotations
 
 import copy
+import math
 import types
 from typing import Sequence
 
@@ -35,12 +37,61 @@ def make_optimizer(params: Sequence[torch.Tensor], lr: float, weight_decay: floa
         return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
 
 
+class StackAdamW:
+    """AdamW over stacked parameters (K, ...) with one learning rate per slice: torch's AdamW
+    update (decoupled decay, bias-corrected moments) written out elementwise."""
+
+    def __init__(self, params: list[torch.Tensor], lrs: Sequence[float], weight_decay: float,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+        self.params, self.wd, self.betas, self.eps = params, weight_decay, betas, eps
+        self.lrs = torch.tensor(list(lrs), dtype=params[0].dtype, device=params[0].device)
+        self.step_count = 0
+        self.m = [torch.zeros_like(p) for p in params]
+        self.v = [torch.zeros_like(p) for p in params]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.step_count += 1
+        b1, b2 = self.betas
+        c1, c2 = 1 - b1**self.step_count, math.sqrt(1 - b2**self.step_count)
+        for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:
+                continue
+            lr = self.lrs.view(-1, *([1] * (p.dim() - 1)))  # (K, 1, ...)
+            p.mul_(1 - lr * self.wd)
+            m.lerp_(p.grad, 1 - b1)
+            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+            p.sub_((lr / c1) * m / (v.sqrt() / c2 + self.eps))
+
+    def keep(self, sel: torch.Tensor, new_params: list[torch.Tensor]) -> "StackAdamW":
+        out = StackAdamW(new_params, self.lrs[sel].tolist(), self.wd, self.betas, self.eps)
+        out.step_count = self.step_count
+        out.m = [m[sel].clone() for m in self.m]
+        out.v = [v[sel].clone() for v in self.v]
+        return out
+
+
 class Single:
     """One model, called directly: the plain path, with the library's fused kernels."""
 
     def __init__(self, model: nn.Module, lr: float, weight_decay: float):
         self.model = model
         self.opt = make_optimizer(list(model.parameters()), lr, weight_decay)
+
+    def snapshot(self, k: int) -> dict[str, torch.Tensor]:
+        return {n: p.detach().clone() for n, p in self.model.state_dict().items()}
+
+    def module(self, k: int, state: dict[str, torch.Tensor] | None = None) -> nn.Module:
+        """The model (with `state` loaded into a copy when given)."""
+        if state is None:
+            return self.model
+        m = copy.deepcopy(self.model)
+        m.load_state_dict(state)
+        return m
 
     def __len__(self) -> int:
         return 1
@@ -59,14 +110,16 @@ class Single:
 
 
 class Stacked:
-    """K models of one architecture; `forward` takes one input per model."""
+    """K models of one architecture; `forward` takes one input per model. `lr`: one for all, or
+    one learning rate per model (one shared torch AdamW when they are all equal)."""
 
-    def __init__(self, models: list[nn.Module], lr: float, weight_decay: float):
-        self.lr, self.wd = lr, weight_decay
+    def __init__(self, models: list[nn.Module], lr: float | Sequence[float], weight_decay: float):
+        self.lrs = [float(lr)] * len(models) if isinstance(lr, (int, float)) else [float(x) for x in lr]
+        self.wd = weight_decay
         self.base = _vmappable(models[0])
         params, self.buffers = stack_module_state(models)
         self.params = {n: p.detach().requires_grad_() for n, p in params.items()}
-        self.opt = make_optimizer(list(self.params.values()), lr, weight_decay)
+        self.opt = self._optimizer(list(self.params.values()))
 
         def one(p, b, x):
             return functional_call(self.base, (p, b), (x,))
@@ -85,6 +138,23 @@ class Stacked:
         b = {n: v[k] for n, v in self.buffers.items()}
         return functional_call(self._one, (p, b), (x,))
 
+    def _optimizer(self, params: list[torch.Tensor]):
+        if len(set(self.lrs)) == 1:
+            return make_optimizer(params, self.lrs[0], self.wd)
+        return StackAdamW(params, self.lrs, self.wd)
+
+    def snapshot(self, k: int) -> dict[str, torch.Tensor]:
+        """Model k's parameters and buffers (a copy)."""
+        return {**{n: v[k].detach().clone() for n, v in self.params.items()},
+                **{n: v[k].clone() for n, v in self.buffers.items()}}
+
+    def module(self, k: int, state: dict[str, torch.Tensor] | None = None) -> nn.Module:
+        """Model k (or `state`) as an ordinary module, for what a forward pass does not give
+        (e.g. a model's `probe()`)."""
+        m = copy.deepcopy(self._one)
+        m.load_state_dict(state if state is not None else self.snapshot(k))
+        return m
+
     def keep(self, idx: list[int]) -> None:
         """Drop every model not in `idx`, with its optimizer state."""
         if idx == list(range(len(self))):
@@ -94,7 +164,11 @@ class Stacked:
         self.params = {n: p.detach()[sel].clone().requires_grad_() for n, p in self.params.items()}
         self.buffers = {n: b[sel].clone() for n, b in self.buffers.items()}
         new = list(self.params.values())
-        opt = make_optimizer(new, self.lr, self.wd)
+        self.lrs = [self.lrs[i] for i in idx]
+        if isinstance(self.opt, StackAdamW):
+            self.opt = self.opt.keep(sel, new)
+            return
+        opt = make_optimizer(new, self.lrs[0], self.wd)
         for po, pn in zip(old, new):
             st = self.opt.state.get(po)
             if st:

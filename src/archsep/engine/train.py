@@ -1,57 +1,29 @@
-"""Online training of one run until its held-out metric first drops below the threshold.
+"""The one training loop: every run of every experiment trains here.
 
-Every step draws a fresh batch from the training stream; the held-out set (heldout.py) is drawn
-once from its own seed by the same `task.sample`, so it has the training distribution.
+A run draws a fresh batch every step (or replays a fixed training set in epochs), and at each
+scheduled point evaluates its held-out set, drawn once from its own seed by the same
+`task.sample_test` (the training distribution, or length N for tasks trained on variable
+lengths). It stops at the first held-out point below its threshold, or at its budget
+(censored). Optionally it keeps its best checkpoint and tests it on a set of its own.
+
+Runs that differ only in their seed or learning rate train as one stacked computation
+(`stack.Stacked`); each keeps its own seeds, data, held-out set, optimizer state and stop.
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field
 
 import torch
 
 from ..config import RunConfig, resolve_device
-from .evaluation import held_out_set, screen
-from .stack import Single, Stacked
+from ..results import RunResult
 from ..tasks.base import Batch, Task
-
-Status = Literal["ok", "censored", "diverged", "error"]
-
-
-@dataclass
-class RunResult:
-    """What one run produced. `samples` is the first evaluated sample count whose held-out
-    metric was below the threshold (status 'ok'), or the budget (censored: a lower bound)."""
-
-    run_id: str
-    config: dict
-    status: Status
-    samples: int | None
-    resolution: int  # samples between two scheduled evaluations
-    final_metric: float | None
-    best_metric: float | None
-    curve: list[tuple[int, float]] = field(default_factory=list)  # (samples, held-out metric)
-    train_curve: list[tuple[int, float]] = field(default_factory=list)  # (samples, progressive metric)
-    eval_schedule: dict = field(default_factory=dict)
-    wall_s: float = 0.0
-    params: int = 0
-    state_size: int | None = None
-    error: str | None = None
-
-    @property
-    def censored(self) -> bool:
-        return self.status == "censored"
-
-    @property
-    def diverged(self) -> bool:
-        return self.status == "diverged"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+from .evaluation import decide, evaluate, held_out_set, screen, test_set
+from .planning import group_key, worth_stacking
+from .stack import Single, Stacked
 
 
 def train_run(cfg: RunConfig) -> RunResult:
@@ -59,19 +31,9 @@ def train_run(cfg: RunConfig) -> RunResult:
     return train_many([cfg], stack=False)[0]
 
 
-def group_key(cfg: RunConfig) -> str:
-    """Runs with the same key differ only in their seed and can be trained as one batched
-    computation by `train_many`."""
-    d = cfg.canonical()
-    d.pop("seed")
-    d["task_params"] = {k: v for k, v in d["task_params"].items() if k != "seed"}
-    return json.dumps(d, sort_keys=True)
-
-
 def train_many(configs: list[RunConfig], stack: bool = True) -> list[RunResult]:
     """Train several runs; results come back in order. With `stack`, runs that share a
-    `group_key` are trained as one batched computation (see `stack.Stacked`); each run keeps its
-    own seeds, data stream, held-out set, optimizer state and stopping point."""
+    `group_key` are trained as one batched computation."""
     out: dict[int, RunResult] = {}
     groups: dict[str, list[int]] = {}
     for i, c in enumerate(configs):
@@ -79,7 +41,7 @@ def train_many(configs: list[RunConfig], stack: bool = True) -> list[RunResult]:
     for idx in groups.values():
         group = [configs[i] for i in idx]
         try:
-            results = _train_group(group, stacked=len(group) > 1 and _worth_stacking(group[0]))
+            results = _train_group(group, stacked=len(group) > 1 and worth_stacking(group[0]))
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception:
@@ -87,37 +49,6 @@ def train_many(configs: list[RunConfig], stack: bool = True) -> list[RunResult]:
             results = [_train_alone(c) for c in group] if len(group) > 1 else [_error(group[0])]
         out.update(zip(idx, results))
     return [out[i] for i in range(len(configs))]
-
-
-STACK_MAX_FLOPS = 5e8  # per model and step; above it a model is compute-bound and the fused kernels win
-
-
-_FLOPS: dict[str, float] = {}  # by group_key: the planner, the worker and train_many all ask
-
-
-def step_flops(cfg: RunConfig) -> float:
-    """FLOPs of one training step (forward and backward) of one model of this config."""
-    key = group_key(cfg)
-    if key not in _FLOPS:
-        _FLOPS[key] = _count_step_flops(cfg)
-    return _FLOPS[key]
-
-
-def _count_step_flops(cfg: RunConfig) -> float:
-    from torch.utils.flop_counter import FlopCounterMode
-
-    task = cfg.build_task()
-    model = cfg.model_config().build(task.spec)
-    batch = task.sample(cfg.train.batch_size, torch.Generator().manual_seed(0))
-    with FlopCounterMode(display=False) as fc:
-        task.loss(model(batch.x), batch).backward()
-    return float(fc.get_total_flops())
-
-
-def _worth_stacking(cfg: RunConfig) -> bool:
-    """Stacking removes per-step overhead; a model whose step is large is compute-bound, and
-    its library kernels (e.g. the fused GRU) beat the vmapped plain ops."""
-    return step_flops(cfg) < STACK_MAX_FLOPS
 
 
 def _train_alone(cfg: RunConfig) -> RunResult:
@@ -145,43 +76,82 @@ def _error(cfg: RunConfig) -> RunResult:
                      error=last + "\n" + exc)
 
 
+class Stream:
+    """A run's training data: fresh batches from its own generator, or (train_set_size > 0) a
+    fixed set drawn once from it and replayed in reshuffled epochs."""
+
+    def __init__(self, cfg: RunConfig, task: Task, device: torch.device):
+        self.task, self.bs = task, cfg.train.batch_size
+        self.gen = torch.Generator(device).manual_seed(cfg.derived_seed("train"))
+        n = cfg.train.train_set_size
+        self.pool = task.sample(n, self.gen) if n else None
+        self.order, self.pos = torch.empty(0, dtype=torch.long), 0
+
+    def next(self) -> Batch:
+        if self.pool is None:
+            return self.task.sample(self.bs, self.gen)
+        if self.pos + self.bs > len(self.order):  # a new epoch
+            self.order, self.pos = torch.randperm(len(self.pool), generator=self.gen, device=self.gen.device), 0
+        idx = self.order[self.pos:self.pos + self.bs]
+        self.pos += self.bs
+        p = self.pool
+        return Batch(p.x[idx], p.y[idx], None if p.mask is None else p.mask[idx],
+                     None if p.tuples is None else p.tuples[idx])
+
+
 @dataclass
 class _Track:
     """One run's bookkeeping inside a (possibly stacked) training loop."""
 
     cfg: RunConfig
     task: Task
-    test: Batch
-    gen: torch.Generator
+    held_out: Batch
+    data: Stream
     params: int
     state_size: int | None
     t0: float
-    window: list = field(default_factory=list)
+    window: list = field(default_factory=list)  # pre-update metrics since the last scheduled point
     curve: list = field(default_factory=list)
     train_curve: list = field(default_factory=list)
+    probes: list = field(default_factory=list)
     status: str = "censored"
-    test_se: float = math.inf  # standard error of the held-out mean, known after the first evaluation
+    held_out_se: float = math.inf  # standard error of the held-out mean, known after the first evaluation
     hit: int | None = None
+    best: tuple[float, int] | None = None  # (metric, samples) of the best full evaluation
+    best_state: dict | None = None
+    test_metric: float | None = None
     done: bool = False
     t_end: float | None = None  # when the run left the stack (stacked runs share the compute)
     ref: torch.Tensor | None = None  # block metrics of the last full held-out evaluation
     full_evals: int = 0
     screened_out: int = 0
 
+    def window_stats(self, samples: int) -> tuple[float, float, float]:
+        """Mean and standard error of the window, and its recent drop per window (from the trend
+        over the last few windows: one difference is noise); the window moves to the curve."""
+        window = torch.stack(self.window).double()
+        progressive = float(window.mean())
+        se = float(window.std() / math.sqrt(len(window))) if len(window) > 1 else math.inf
+        back = self.train_curve[-4:]
+        drop = max(0.0, (back[0][1] - progressive) / len(back)) if back else 0.0
+        self.window.clear()
+        self.train_curve.append((samples, progressive))
+        return progressive, se, drop
+
     def result(self, max_steps: int) -> RunResult:
         tc = self.cfg.train
-        metrics = [m for _, m in self.curve if math.isfinite(m)]
-        censored_at = max_steps * tc.batch_size
         base = _base(self.cfg)
         base["eval_schedule"].update(full_evals=self.full_evals, screened_out=self.screened_out)
         return RunResult(
             **base, status=self.status,  # type: ignore[arg-type]
-            samples=self.hit if self.status == "ok" else (censored_at if self.status == "censored" else None),
+            samples=self.hit if self.status == "ok" else (max_steps * tc.batch_size if self.status == "censored" else None),
             final_metric=self.curve[-1][1] if self.curve else None,
-            best_metric=min(metrics) if metrics else None,
+            best_metric=self.best[0] if self.best else None,
             curve=self.curve, train_curve=self.train_curve,
             wall_s=(self.t_end or time.perf_counter()) - self.t0,
-            params=self.params, state_size=self.state_size)
+            params=self.params, state_size=self.state_size,
+            test_metric=self.test_metric, best_samples=self.best[1] if self.best else None,
+            extra={"probes": self.probes} if self.probes else {})
 
 
 def _train_group(cfgs: list[RunConfig], stacked: bool) -> list[RunResult]:
@@ -194,70 +164,91 @@ def _train_group(cfgs: list[RunConfig], stacked: bool) -> list[RunResult]:
         torch.manual_seed(c.derived_seed("init"))
         model = c.model_config().build(task.spec).to(dev)
         models.append(model)
-        tracks.append(_Track(c, task, held_out_set(c, task, dev),
-                             torch.Generator(dev).manual_seed(c.derived_seed("train")),
+        tracks.append(_Track(c, task, held_out_set(c, task, dev), Stream(c, task, dev),
                              model.n_params(), model.state_size(task.spec.seq_len), t0))
-    stack = Stacked(models, tc.lr, tc.weight_decay) if stacked else Single(models[0], tc.lr, tc.weight_decay)
+    lrs = [c.train.lr for c in cfgs]
+    stack = Stacked(models, lrs, tc.weight_decay) if stacked else Single(models[0], lrs[0], tc.weight_decay)
     stack.train(True)
     limit = tc.diverge_factor * tracks[0].task.baseline
     max_steps = tc.budget // tc.batch_size
     active = list(tracks)
     for step in range(1, max_steps + 1):
-        batches = [tr.task.sample(tc.batch_size, tr.gen) for tr in active]
+        # sample -> forward -> loss -> backward -> step
+        batches = [tr.data.next() for tr in active]
         preds = stack.forward([b.x for b in batches])
         losses = [tr.task.loss(p, b) for tr, p, b in zip(active, preds, batches)]
         for tr, p, b, loss in zip(active, preds, batches, losses):
-            # progressive validation: the loss on a fresh batch before its update
+            # progressive validation: the metric on a batch before its update
             tr.window.append(tr.task.metric(p.detach(), b) if tr.task.kind == "classification" else loss.detach())
         stack.opt.zero_grad(set_to_none=True)
         torch.stack(losses).sum().backward()
         stack.opt.step()
         if step % tc.eval_every:
             continue
+        # evaluate what is due
         samples = step * tc.batch_size
-        last = step + tc.eval_every > max_steps
+        curve_point = (step // tc.eval_every) % tc.curve_every == 0 or step + tc.eval_every > max_steps
         stack.train(False)
         for k, tr in enumerate(active):
-            window = torch.stack(tr.window).double()
-            progressive = float(window.mean())
-            window_se = float(window.std() / math.sqrt(len(window))) if len(window) > 1 else math.inf
-            # recent drop per window, from the trend over the last few windows (one difference is noise)
-            back = tr.train_curve[-4:]
-            drop = max(0.0, (back[0][1] - progressive) / len(back)) if back else 0.0
-            tr.window.clear()
-            tr.train_curve.append((samples, progressive))
+            progressive, window_se, drop = tr.window_stats(samples)
             if not math.isfinite(progressive) or progressive > limit:
                 tr.status, tr.done = "diverged", True
                 continue
-            # the window mean lags the current risk by about its latest drop, and both it and the
-            # held-out mean are noisy: evaluate once the threshold is within that reach
-            se = math.sqrt(window_se**2 + (tr.test_se if math.isfinite(tr.test_se) else window_se) ** 2)
-            near = progressive - drop - tc.progressive_z * se < tc.threshold
-            full = tc.eval_mode == "every" or (step // tc.eval_every) % tc.curve_every == 0 or last
-            if not (full or near):
-                continue
-            full = full or tr.ref is None  # the first evaluation near the threshold is the screening reference
-            model = lambda x, k=k: stack.call(k, x)  # noqa: E731
-            ev = screen(model, tr.task, tr.test, tr.ref, tc.threshold, math.inf if full else tc.screen_z)
-            if ev.stopped:  # confidently above the threshold: not a curve point
-                tr.screened_out += 1
-                continue
-            tr.full_evals += 1
-            err, tr.test_se, tr.ref = ev.mean, ev.se, ev.blocks
-            tr.curve.append((samples, err))
-            if not math.isfinite(err) or err > limit:
-                tr.status, tr.done = "diverged", True
-            elif err < tc.threshold and tr.hit is None:
-                tr.hit, tr.status = samples, "ok"
-                tr.done = tc.stop_at_threshold
+            action = decide(mode=tc.eval_mode, curve_point=curve_point, has_reference=tr.ref is not None,
+                            progressive=progressive, window_se=window_se, held_out_se=tr.held_out_se,
+                            drop=drop, z=tc.progressive_z, threshold=tc.threshold)
+            if action != "skip":
+                _evaluate(tr, k, stack, samples, math.inf if action == "full" else tc.screen_z, limit)
         stack.train(True)
+        # retire finished runs
         if any(tr.done for tr in active):
-            for tr in active:
+            for k, tr in enumerate(active):
                 if tr.done:
-                    tr.t_end = time.perf_counter()
+                    _finish(tr, k, stack, dev)
             keep = [k for k, tr in enumerate(active) if not tr.done]
             if not keep:
                 break
             stack.keep(keep)
             active = [active[k] for k in keep]
+    else:
+        for k, tr in enumerate(active):
+            _finish(tr, k, stack, dev)
     return [tr.result(max_steps) for tr in tracks]
+
+
+def _evaluate(tr: _Track, k: int, stack: Single | Stacked, samples: int, z: float, limit: float) -> None:
+    """One held-out evaluation of run k: screened (may stop early, not a curve point) or full."""
+    tc = tr.cfg.train
+    ev = screen(lambda x: stack.call(k, x), tr.task, tr.held_out, tr.ref, tc.threshold, z)
+    if ev.stopped:  # confidently above the threshold
+        tr.screened_out += 1
+        return
+    tr.full_evals += 1
+    err, tr.held_out_se, tr.ref = ev.mean, ev.se, ev.blocks
+    tr.curve.append((samples, err))
+    if tc.probe:
+        probe = getattr(stack.module(k), "probe", None)
+        if probe is not None:
+            tr.probes.append({"samples": samples, **probe()})
+    if not math.isfinite(err) or err > limit:
+        tr.status, tr.done = "diverged", True
+        return
+    if tr.best is None or err < tr.best[0]:
+        tr.best = (err, samples)
+        if tc.keep_best:
+            tr.best_state = stack.snapshot(k)
+    if err < tc.threshold and tr.hit is None:
+        tr.hit, tr.status = samples, "ok"
+        tr.done = tc.stop_at_threshold
+
+
+def _finish(tr: _Track, k: int, stack: Single | Stacked, dev: torch.device) -> None:
+    """A run leaves the loop: its end time, and its test metric (on the best checkpoint with
+    keep_best, else on the final parameters)."""
+    tr.t_end = time.perf_counter()
+    tc = tr.cfg.train
+    if tc.test_size:
+        model = stack.module(k, tr.best_state)
+        model.train(False)
+        tr.test_metric, _ = evaluate(model, tr.task, test_set(tr.cfg, tr.task, dev))
+        tr.t_end = time.perf_counter()

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from ..config import RunConfig
 from ..registry import Registry
-from ..engine.train import RunResult
+from ..results import RunResult
 
 
 class Preset(abc.ABC):

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..config import RunConfig, TrainConfig
 from ..analysis.stats import exponent_difference, fit_exponent, summarize_point
-from ..engine.train import RunResult
+from ..results import RunResult
 from .base import Preset
 
 RUN_COLUMNS = ["arch", "N", "seed", "samples", "censored", "diverged", "status", "resolution",

@@ -30,7 +30,7 @@ from ..errors import ArchsepError
 from ..analysis.stats import fit_exponent, separation, summarize_point
 from ..runs.store import Store, open_store
 from ..runs.sweep import flatten_config
-from ..engine.train import RunResult
+from ..results import RunResult
 
 SAMPLES_STATUSES = ("ok", "censored")
 

@@ -1,5 +1,5 @@
 """Where runs execute. An executor takes batches of configs (each batch is trained by one
-`train_many` call: runs that differ only in their seed, see `train.group_key`) and yields the
+`train_many` call: runs that differ only in their seed, see `engine.planning.group_key`) and yields the
 finished runs' store rows as batches complete. Only the caller (the driver) writes the store.
 
 - `local`: a pool of spawned worker processes; each uses cores // workers torch threads.
@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import socket
 import traceback
-from collections import OrderedDict
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Iterator, Sequence
@@ -18,7 +17,8 @@ from typing import Iterator, Sequence
 from ..config import RunConfig
 from ..errors import ArchsepError
 from .store import now, record
-from ..engine.train import STACK_MAX_FLOPS, RunResult, group_key, step_flops
+from ..engine.planning import plan_batches, step_flops  # noqa: F401  (plan_batches: re-exported for the runner)
+from ..results import RunResult
 
 EXECUTORS = ("local", "ray")
 SMALL_STEP_FLOPS = 1e8  # per model and step: below it one torch thread is faster than two
@@ -39,29 +39,6 @@ def threads_for(workers: int) -> int:
     if env.isdigit() and int(env) >= 1:
         return int(env)
     return max(1, cores() // max(1, workers))
-
-
-def plan_batches(configs: Sequence[RunConfig], workers: int) -> list[list[RunConfig]]:
-    """Group runs that differ only in their seed (one batched `train_many` call each). Groups of
-    compute-bound models, which are not stacked anyway, become one batch per run; batches are
-    ordered most expensive first (FLOPs per step x runs), so the longest work starts first and
-    the workers finish together; the largest groups are split while workers would sit idle."""
-    groups: OrderedDict[str, list[RunConfig]] = OrderedDict()
-    for c in configs:
-        groups.setdefault(group_key(c), []).append(c)
-    batches: list[list[RunConfig]] = []
-    cost: dict[str, float] = {}
-    for key, g in groups.items():
-        cost[key] = step_flops(g[0])
-        batches += [[c] for c in g] if cost[key] >= STACK_MAX_FLOPS else [g]
-    while len(batches) < workers:
-        i = max(range(len(batches)), key=lambda j: len(batches[j]), default=None)
-        if i is None or len(batches[i]) < 2:
-            break
-        b = batches.pop(i)
-        half = (len(b) + 1) // 2
-        batches[i:i] = [b[:half], b[half:]]
-    return sorted(batches, key=lambda b: -cost[group_key(b[0])] * len(b))
 
 
 def run_batch(cfg_dicts: list[dict], threads: int | None = None) -> list[dict]:

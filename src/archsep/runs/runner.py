@@ -15,7 +15,7 @@ from tqdm import tqdm
 from ..config import RunConfig
 from .executors import make_executor, plan_batches
 from .store import Store, open_store, result_from_row
-from ..engine.train import RunResult
+from ..results import RunResult
 
 
 def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None, workers: int | None = 1,

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..errors import ArchsepError
-from ..engine.train import RunResult
+from ..results import RunResult
 
 DB_NAME = "archsep.db"
 APP_ID = 0x41525350  # 'ARSP': marks the file as an archsep store
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: test_metric, best_samples, extra
 BUSY_TIMEOUT_MS = 60_000
 STATUSES = ("ok", "censored", "diverged", "error")
 
@@ -49,6 +49,9 @@ CREATE TABLE IF NOT EXISTS runs (
     params INTEGER,
     state_size INTEGER,
     wall_s REAL NOT NULL,
+    test_metric REAL,
+    best_samples INTEGER,
+    extra TEXT NOT NULL DEFAULT '{}',
     archsep_version TEXT NOT NULL,
     torch_version TEXT NOT NULL,
     device TEXT,
@@ -79,7 +82,7 @@ CREATE INDEX IF NOT EXISTS planned_run ON planned(run_id);
 
 RESULT_COLUMNS = ("run_id", "config", "status", "error", "samples", "resolution", "final_metric",
                   "best_metric", "curve", "train_curve", "eval_schedule", "params", "state_size", "wall_s",
-                  "archsep_version", "torch_version", "device", "host", "worker_pid", "started_at",
+                  "test_metric", "best_samples", "extra", "archsep_version", "torch_version", "device", "host", "worker_pid", "started_at",
                   "finished_at", "committed_at")
 
 
@@ -135,7 +138,8 @@ def record(result: RunResult, started_at: str | None = None, device: str | None 
         "final_metric": _clean(r.final_metric), "best_metric": _clean(r.best_metric),
         "curve": _dumps(r.curve), "train_curve": _dumps(r.train_curve),
         "eval_schedule": _dumps(r.eval_schedule), "params": r.params, "state_size": r.state_size,
-        "wall_s": float(r.wall_s), "archsep_version": v["archsep"], "torch_version": v["torch"],
+        "wall_s": float(r.wall_s), "test_metric": _clean(r.test_metric), "best_samples": r.best_samples,
+        "extra": _dumps(r.extra), "archsep_version": v["archsep"], "torch_version": v["torch"],
         "device": device, "host": socket.gethostname(), "worker_pid": os.getpid(),
         "started_at": started_at, "finished_at": now(), "committed_at": "",
     }
@@ -150,6 +154,8 @@ def result_from_row(row: dict) -> RunResult:
         train_curve=[tuple(p) for p in json.loads(row["train_curve"])],
         eval_schedule=json.loads(row["eval_schedule"]), wall_s=row["wall_s"], params=row["params"] or 0,
         state_size=row["state_size"], error=row["error"],
+        test_metric=row.get("test_metric"), best_samples=row.get("best_samples"),
+        extra=json.loads(row.get("extra") or "{}"),
     )
 
 
@@ -159,6 +165,7 @@ class Store:
     def __init__(self, out_dir: str | Path, create: bool = True):
         self.dir = Path(out_dir)
         self.path = self.dir / DB_NAME
+        self.writable = create
         if not create and not self.path.exists():
             raise ArchsepError(f"DIR: no results store at '{self.path}' (run `archsep sweep` with --out {self.dir} first)")
         self._conn = self._open(create)
@@ -220,6 +227,18 @@ class Store:
         if row is None or int(row[0]) > SCHEMA_VERSION:
             raise ArchsepError(f"store: '{self.path}' has schema version {row[0] if row else '?'}, this archsep "
                                f"reads up to {SCHEMA_VERSION}; upgrade archsep or use another --out")
+        if int(row[0]) < SCHEMA_VERSION and self.writable:
+            self._migrate(conn, int(row[0]))
+
+    def _migrate(self, conn: sqlite3.Connection, version: int) -> None:
+        """Schema 1 -> 2: three columns added; every stored run stays as it was."""
+        with _tx(conn):
+            have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+            for col, decl in (("test_metric", "REAL"), ("best_samples", "INTEGER"),
+                              ("extra", "TEXT NOT NULL DEFAULT '{}'")):
+                if col not in have:
+                    conn.execute(f"ALTER TABLE runs ADD COLUMN {col} {decl}")
+            conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def _initialise(self, conn: sqlite3.Connection) -> None:
         with _tx(conn):
@@ -248,6 +267,8 @@ class Store:
         """Commit one finished run atomically. Returns False when the run was already stored
         (another sweep finished it first); an `error` row is replaced by a new attempt."""
         row = {**row, "committed_at": now()}
+        if not self.writable:
+            raise ArchsepError(f"store: '{self.path}' was opened read-only")
         cols = ", ".join(RESULT_COLUMNS)
         marks = ", ".join("?" for _ in RESULT_COLUMNS)
         updates = ", ".join(f"{c}=excluded.{c}" for c in RESULT_COLUMNS if c != "run_id")

@@ -66,6 +66,12 @@ class Task(abc.ABC):
         return self.sample(n, generator)
 
     @property
+    def fixed_shapes(self) -> bool:
+        """Whether every training batch has the same shape (runs of different seeds can then be
+        stacked, and a fixed training set replayed)."""
+        return True
+
+    @property
     @abc.abstractmethod
     def baseline(self) -> float:
         """The metric of the best input-independent predictor (MSE 1, or 1 - chance accuracy)."""

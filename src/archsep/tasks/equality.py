@@ -63,6 +63,10 @@ class Equality(ClassificationTask):
     def chance_accuracy(self) -> float:
         return 0.5
 
+    @property
+    def fixed_shapes(self) -> bool:
+        return self.train_lengths == "fixed"
+
     def sample(self, n: int, generator: torch.Generator) -> Batch:
         if self.train_lengths == "fixed":
             return self.sample_length(n, self.N, generator)

@@ -50,6 +50,10 @@ class IndexLookup(ClassificationTask):
     def chance_accuracy(self) -> float:
         return 1.0 / self.vocab
 
+    @property
+    def fixed_shapes(self) -> bool:
+        return self.train_lengths == "fixed"
+
     def sample(self, n: int, generator: torch.Generator) -> Batch:
         if self.train_lengths == "fixed":
             return self.sample_length(n, self.N, generator)

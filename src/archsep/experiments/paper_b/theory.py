@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ...config import RunConfig, TrainConfig, resolve_device
-from ...engine.train import RunResult
+from ...results import RunResult
 from ..base import PRESETS, Preset
 from ..samples import Arch, SampleComplexityPreset, Scale, _fmt, _median
 
