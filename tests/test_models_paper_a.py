@@ -182,6 +182,21 @@ def test_lstm_state_size_counts_h_and_c_per_layer():
     assert make_model_config("lstm", hidden=8, embed=5).build(TOKENS).rnn.input_size == 5
 
 
+def test_lstm_config_is_a_fixed_rnn_with_only_its_own_fields():
+    cfg = make_model_config("lstm", hidden=8)
+    assert cfg.params() == {"hidden": 8, "layers": 1, "embed": None}  # cell/direction are not fields
+    m = cfg.build(TOKENS)
+    assert m.cfg is cfg and m.cell == "lstm" and m.dirs == 1
+    with pytest.raises(ArchsepError, match="cell"):
+        make_model_config("lstm", cell="gru")
+
+
+@pytest.mark.parametrize("arch, params", SMALL)
+def test_models_keep_their_config(arch, params):
+    cfg = make_model_config(arch, **params)
+    assert cfg.build(TOKENS).cfg is cfg
+
+
 @pytest.mark.parametrize("arch, params", [
     ("tf-preln", {"layers": 1, "width": 8, "heads": 2}),
     ("mamba", {"layers": 1, "width": 4, "d_state": 2}),  # 'auto' is the fused scan on CPU

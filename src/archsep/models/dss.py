@@ -74,12 +74,13 @@ class S4DKernel(nn.Module):
 
 
 class DSS(SeqModel):
-    def __init__(self, spec: TaskSpec, layers: int, width: int, d_state: int, dt_min: float, dt_max: float,
-                 mode: str):
+    def __init__(self, cfg: DSSConfig, spec: TaskSpec):
         super().__init__()
+        self.cfg = cfg
+        layers, width, d_state = cfg.layers, cfg.width, cfg.d_state
         self.embed = input_layer(spec, width)
         self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(layers))
-        self.ssms = nn.ModuleList(S4DKernel(width, d_state, dt_min, dt_max, mode) for _ in range(layers))
+        self.ssms = nn.ModuleList(S4DKernel(width, d_state, cfg.dt_min, cfg.dt_max, cfg.mode) for _ in range(layers))
         self.outs = nn.ModuleList(nn.Linear(width, width) for _ in range(layers))
         self.norm_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, spec.output_dim)
@@ -129,4 +130,4 @@ class DSSConfig(ModelConfig):
         check(self.mode in _MODES, "mode", f"must be one of {', '.join(_MODES)}, got {self.mode!r}")
 
     def build(self, spec: TaskSpec) -> DSS:
-        return DSS(spec, self.layers, self.width, self.d_state, self.dt_min, self.dt_max, self.mode)
+        return DSS(self, spec)

@@ -13,11 +13,14 @@ from .registry import MODELS
 
 
 class FFN(SeqModel):
-    def __init__(self, spec: TaskSpec, hidden: list[int], embed: int | None):
+    def __init__(self, cfg: FFNConfig, spec: TaskSpec):
         super().__init__()
-        self.embed = input_layer(spec, embed)
+        self.cfg = cfg
+        self.embed = input_layer(spec, cfg.embed)
         self.L, self.out = spec.seq_len, spec.output_dim
-        sizes = [spec.seq_len * (embed or spec.input_dim), *hidden]
+        flat = spec.seq_len * (cfg.embed or spec.input_dim)  # the flattened input sequence
+        hidden = cfg.hidden if cfg.hidden is not None else [spec.paper_ffn_width or flat, 1000]
+        sizes = [flat, *hidden]
         layers: list[nn.Module] = []
         for a, b in zip(sizes[:-1], sizes[1:]):
             layers += [nn.Linear(a, b), nn.ReLU()]
@@ -43,8 +46,4 @@ class FFNConfig(ModelConfig):
         check(self.hidden is None or all(h >= 1 for h in self.hidden), "hidden", f"sizes must be >= 1, got {self.hidden}")
 
     def build(self, spec: TaskSpec) -> FFN:
-        hidden = self.hidden
-        if hidden is None:
-            first = spec.paper_ffn_width or spec.seq_len * (self.embed or spec.input_dim)
-            hidden = [first, 1000]
-        return FFN(spec, list(hidden), self.embed)
+        return FFN(self, spec)

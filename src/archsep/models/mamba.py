@@ -205,17 +205,19 @@ class MambaMixer(nn.Module):
 
 
 class Mamba(SeqModel):
-    def __init__(self, spec: TaskSpec, layers: int, width: int, d_state: int, expand: int, d_conv: int,
-                 dt_rank: int, dt_min: float, dt_max: float, norm: str, scan: str):
+    def __init__(self, cfg: MambaConfig, spec: TaskSpec):
         super().__init__()
-        Norm = RMSNorm if norm == "rms" else nn.LayerNorm
+        self.cfg = cfg
+        layers, width = cfg.layers, cfg.width
+        dt_rank = cfg.dt_rank or math.ceil(width / 16)
+        Norm = RMSNorm if cfg.norm == "rms" else nn.LayerNorm
         self.embed = input_layer(spec, width)
         self.norms = nn.ModuleList(Norm(width) for _ in range(layers))
-        self.mixers = nn.ModuleList(MambaMixer(width, d_state, expand, d_conv, dt_rank, dt_min, dt_max, scan)
-                                    for _ in range(layers))
+        self.mixers = nn.ModuleList(MambaMixer(width, cfg.d_state, cfg.expand, cfg.d_conv, dt_rank, cfg.dt_min,
+                                               cfg.dt_max, cfg.scan) for _ in range(layers))
         self.norm_f = Norm(width)
         self.head = nn.Linear(width, spec.output_dim)
-        self.layers, self.E, self.N, self.d_conv = layers, expand * width, d_state, d_conv
+        self.layers, self.E, self.N, self.d_conv = layers, cfg.expand * width, cfg.d_state, cfg.d_conv
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.embed(x)
@@ -274,6 +276,4 @@ and on GPU, else parallel on GPU, fused on CPU) | fused | parallel | sequential.
         check(self.scan in _SCANS, "scan", f"must be one of {', '.join(_SCANS)}, got {self.scan!r}")
 
     def build(self, spec: TaskSpec) -> Mamba:
-        dt_rank = self.dt_rank or math.ceil(self.width / 16)
-        return Mamba(spec, self.layers, self.width, self.d_state, self.expand, self.d_conv, dt_rank,
-                     self.dt_min, self.dt_max, self.norm, self.scan)
+        return Mamba(self, spec)

@@ -3,7 +3,7 @@ readout at every position. `lstm` is paper A's setting: a unidirectional LSTM.""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import nn
@@ -17,14 +17,16 @@ _CELLS = {"gru": nn.GRU, "lstm": nn.LSTM, "relu": nn.RNN, "tanh": nn.RNN}
 
 
 class RNN(SeqModel):
-    def __init__(self, spec: TaskSpec, cell: str, hidden: int, layers: int, bidirectional: bool,
-                 embed: int | None):
+    def __init__(self, cfg: RNNConfig | LSTMConfig, spec: TaskSpec):
         super().__init__()
+        self.cfg = cfg
+        cell, hidden, layers = cfg.cell, cfg.hidden, cfg.layers
+        embed = _embed_width(cfg.embed, hidden, spec)
         self.embed = input_layer(spec, embed)
         kw = {"nonlinearity": cell} if cell in ("relu", "tanh") else {}
-        self.cell, self.hidden, self.layers, self.dirs = cell, hidden, layers, 2 if bidirectional else 1
+        self.cell, self.hidden, self.layers, self.dirs = cell, hidden, layers, 2 if cfg.bidirectional else 1
         self.rnn = _CELLS[cell](embed or spec.input_dim, hidden, num_layers=layers, batch_first=True,
-                                bidirectional=bidirectional, **kw)
+                                bidirectional=cfg.bidirectional, **kw)
         self.readout = nn.Linear(self.dirs * hidden, spec.output_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -52,7 +54,7 @@ class RNNConfig(ModelConfig):
         check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
 
     def build(self, spec: TaskSpec) -> RNN:
-        return RNN(spec, self.cell, self.hidden, self.layers, self.bidirectional, _embed_width(self.embed, self.hidden, spec))
+        return RNN(self, spec)
 
 
 def _embed_width(embed: int | None, hidden: int, spec: TaskSpec) -> int | None:
@@ -66,6 +68,9 @@ class LSTMConfig(ModelConfig):
     """Paper A's LSTM: unidirectional, so the last position has read the whole input and the
     state carried between positions is layers * 2 * hidden floats (h and c)."""
 
+    cell: ClassVar[str] = "lstm"  # fixed, not fields: what RNN reads from an RNNConfig
+    bidirectional: ClassVar[bool] = False
+
     hidden: int = 64
     layers: int = 1
     embed: int | None = None
@@ -76,4 +81,4 @@ class LSTMConfig(ModelConfig):
         check(self.embed is None or self.embed >= 1, "embed", f"must be >= 1, got {self.embed}")
 
     def build(self, spec: TaskSpec) -> RNN:
-        return RNN(spec, "lstm", self.hidden, self.layers, False, _embed_width(self.embed, self.hidden, spec))
+        return RNN(self, spec)

@@ -75,19 +75,21 @@ class Block(nn.Module):
 
 
 class PreLNTransformer(SeqModel):
-    def __init__(self, spec: TaskSpec, layers: int, width: int, heads: int, mlp_width: int,
-                 positions: str, causal: bool, pool: str):
+    def __init__(self, cfg: PreLNTransformerConfig, spec: TaskSpec):
         super().__init__()
-        self.max_len, self.width, self.layers = spec.seq_len, width, layers
-        self.causal, self.pool, self.positions = causal, pool, positions
+        self.cfg = cfg
+        width, L = cfg.width, spec.seq_len
+        mlp_width = cfg.mlp_width or 4 * width
+        self.max_len, self.width, self.layers = L, width, cfg.layers
+        self.causal, self.pool, self.positions = cfg.causal, cfg.pool, cfg.positions
         self.embed = input_layer(spec, width)
-        if positions == "learned":
-            self.pos = nn.Parameter(torch.randn(spec.seq_len, width) * 0.02)
-        elif positions == "sinusoidal":
-            self.register_buffer("pos", sinusoidal_positions(spec.seq_len, width), persistent=False)
+        if cfg.positions == "learned":
+            self.pos = nn.Parameter(torch.randn(L, width) * 0.02)
+        elif cfg.positions == "sinusoidal":
+            self.register_buffer("pos", sinusoidal_positions(L, width), persistent=False)
         else:
             self.pos = None
-        self.blocks = nn.ModuleList(Block(width, heads, mlp_width, causal) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(width, cfg.heads, mlp_width, cfg.causal) for _ in range(cfg.layers))
         self.ln_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, spec.output_dim)
 
@@ -150,5 +152,4 @@ class PreLNTransformerConfig(ModelConfig):
         check(self.pool in _POOLS, "pool", f"must be one of {', '.join(_POOLS)}, got {self.pool!r}")
 
     def build(self, spec: TaskSpec) -> PreLNTransformer:
-        return PreLNTransformer(spec, self.layers, self.width, self.heads, self.mlp_width or 4 * self.width,
-                                self.positions, self.causal, self.pool)
+        return PreLNTransformer(self, spec)

@@ -15,20 +15,22 @@ from .registry import MODELS
 
 
 class TransformerB(SeqModel):
-    def __init__(self, spec: TaskSpec, heads: int, mlp_width: int, qk: str, head_dim: int | None,
-                 embed: int | None):
+    def __init__(self, cfg: TransformerBConfig, spec: TaskSpec):
         super().__init__()
-        self.embed = input_layer(spec, embed)
-        D = embed or spec.input_dim
+        self.cfg = cfg
+        heads, qk = cfg.heads, cfg.qk
+        self.embed = input_layer(spec, cfg.embed)
+        D = cfg.embed or spec.input_dim
         self.heads, self.qk = heads, qk
-        self.dk = head_dim or D
+        self.dk = cfg.head_dim or D
         if qk == "separate":
             self.wq = nn.Parameter(torch.randn(heads, D, self.dk) / D**0.5)
             self.wk = nn.Parameter(torch.randn(heads, D, self.dk) / D**0.5)
         else:  # one W_QK per head: score_ij = z_i^T W_QK z_j
             self.wqk = nn.Parameter(torch.randn(heads, D, D) / D)
         self.wv = nn.Parameter(torch.randn(heads, D, D) / D**0.5)
-        self.mlp = nn.Sequential(nn.Linear(heads * D, mlp_width), nn.ReLU(), nn.Linear(mlp_width, spec.output_dim))
+        self.mlp = nn.Sequential(nn.Linear(heads * D, cfg.mlp_width), nn.ReLU(),
+                                 nn.Linear(cfg.mlp_width, spec.output_dim))
 
     def qk_matrix(self) -> torch.Tensor:
         """W_Q W_K^T per head, (H, D, D): the matrix the theory constructs."""
@@ -68,4 +70,4 @@ class TransformerBConfig(ModelConfig):
         check(self.mlp_width >= 1, "mlp_width", f"must be >= 1, got {self.mlp_width}")
 
     def build(self, spec: TaskSpec) -> TransformerB:
-        return TransformerB(spec, self.heads, self.mlp_width, self.qk, self.head_dim, self.embed)
+        return TransformerB(self, spec)
