@@ -8,7 +8,7 @@ import pytest
 
 from archsep.cli import main
 from archsep.experiments import PRESETS
-from archsep.experiments.samples import Arch, SampleComplexityPreset, Scale
+from archsep.experiments.samples import Arch, SampleComplexityExperiment, Scale
 
 
 def run_cli(*args):
@@ -32,7 +32,7 @@ def test_user_mistakes_get_one_line_and_exit_2(args, field):
     assert "Traceback" not in err
 
 
-class Tiny(SampleComplexityPreset):
+class Tiny(SampleComplexityExperiment):
     description = "tiny test preset"
     registry_name = "tiny"
     _s = Scale(Ns=(2, 3), seeds=2, archs=(Arch("TF", "tf", {"mlp_width": 16}), Arch("FFN", "ffn", {"hidden": [32]})),
@@ -51,7 +51,8 @@ def test_a_tiny_preset_end_to_end_writes_every_output(tmp_path, monkeypatch, cap
     assert s["preset"] == "tiny" and s["threshold"] == 0.8
     assert set(s["fits"]) == {"TF", "FFN"} and all("alpha" in f and len(f["ci"]) == 2 for f in s["fits"].values())
     assert {"arch", "N", "mean", "median", "ci", "n_censored"} <= set(s["points"][0])
-    assert all(isinstance(c["held"], bool) and c["text"] for c in s["claims"])
+    assert all(isinstance(c["held"], bool) and c["text"] and c["kind"] for c in s["claims"])
+    assert s["scale"] == "quick"
     for f in ("figure.png", "figure.svg", "summary.txt"):
         assert (tmp_path / f).stat().st_size > 0
     assert "alpha[TF]" in capsys.readouterr().out

@@ -11,11 +11,11 @@ import pytest
 
 from archsep.config import RunConfig, TrainConfig
 from archsep.experiments.base import PRESETS
-from archsep.experiments.samples import Arch, SampleComplexityPreset, Scale
+from archsep.experiments.samples import Arch, SampleComplexityExperiment, Scale
 from archsep.reporting.report import build
 from archsep.experiments.reproduce import reproduce
 from archsep.runs.store import open_store, record
-from archsep.engine.train import RunResult
+from archsep.results import RunResult
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 HAVE_CHROMIUM = Path(CHROMIUM).exists()
@@ -23,7 +23,7 @@ SCREENSHOT = Path("/tmp/archsep-report-screenshot.png")  # kept for a human to l
 
 
 @PRESETS.register("test-tiny-report")
-class TinyPreset(SampleComplexityPreset):
+class TinyPreset(SampleComplexityExperiment):
     description = "a tiny sample-complexity preset for the report tests"
     tiny = Scale(Ns=(2, 3), seeds=2, archs=(Arch("TF", "tf", {"mlp_width": 16}), Arch("FFN", "ffn", {})),
                  train={"budget": 1920, "eval_size": 200, "threshold": 0.9, "eval_every": 5},
@@ -38,7 +38,7 @@ def store_dir(tmp_path_factory) -> Path:
     mp = pytest.MonkeyPatch()
     mp.setenv("ARCHSEP_THREADS", "1")
     try:
-        reproduce("test-tiny-report", quick=True, out=out, workers=1, progress=False)
+        reproduce("test-tiny-report", "quick", out=out, workers=1, progress=False)
     finally:
         mp.undo()
     # one failed run outside the preset: the report lists it with its message
@@ -57,8 +57,8 @@ def test_reproduce_writes_its_files_and_the_store(store_dir):
     with open_store(store_dir) as st:
         sweeps = st.sweeps()
         assert [s["preset"] for s in sweeps] == ["test-tiny-report"] and st.status()["pending"] == 0
-    again = reproduce("test-tiny-report", quick=True, out=store_dir, workers=1, progress=False)
-    assert again["points"] == summary["points"]  # from the store, nothing recomputed
+    again = reproduce("test-tiny-report", "quick", out=store_dir, workers=1, progress=False)
+    assert again.to_dict()["points"] == summary["points"]  # from the store, nothing recomputed
 
 
 def test_the_report_has_everything_and_no_network_reference(store_dir):
@@ -69,7 +69,7 @@ def test_the_report_has_everything_and_no_network_reference(store_dir):
     assert len(re.findall(r"<img [^>]*src='data:image/png;base64,", text)) >= 2
     assert text.count("<details>") >= 10  # every run's config, and the sweep file
     assert "Claims checked" in text and ("did not hold" in text or ">held<" in text)
-    assert "Scaling exponents" in text and "Separation statements" in text and "Grid points" in text
+    assert "Scaling exponents" in text and "Separation statements" in text and "Grid points" in text  # the extra run's generic analysis
     assert "simulated failure" in text
     env = data["environment"]
     import torch

@@ -33,15 +33,11 @@ def test_seed_lists_and_a_seed_axis():
     assert sorted({c.seed for c in sw.parse(text).configs}) == [0, 1, 2]
 
 
-@pytest.mark.parametrize("name", PRESETS.names())
-@pytest.mark.parametrize("quick", [True, False])
-def test_a_preset_is_a_sweep_and_its_toml_gives_the_same_runs(name, quick):
-    if not PRESETS.get(name)().configs(quick):
-        with pytest.raises(ArchsepError, match="archsep reproduce"):
-            sw.load(name, quick=quick)
-        return
-    s = sw.load(name, quick=quick)
-    assert s.preset == name
+@pytest.mark.parametrize("name, scale", [(n, s) for n in PRESETS.names() for s in PRESETS.get(n).scales])
+def test_a_preset_is_a_sweep_and_its_toml_gives_the_same_runs(name, scale):
+    s = sw.load(name, scale)
+    assert s.preset == name and s.configs
+    assert [c.run_id for c in s.configs] == [c.run_id for c in PRESETS.get(name)().plan(scale)]
     assert s.analysis["separations"] or not name.startswith("qstr-fig1")
     again = sw.parse(s.source)
     assert sorted(c.run_id for c in again.configs) == sorted(c.run_id for c in s.configs)
@@ -99,7 +95,7 @@ def test_cli_dry_run_and_print_toml(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert out.startswith("tiny: 8 run(s)") and len(out.strip().splitlines()) == 9
     assert main(["sweep", "qstr-fig1a", "--quick", "--print-toml"]) == 0
-    assert sw.parse(capsys.readouterr().out).sweep_id == sw.load("qstr-fig1a", quick=True).sweep_id
+    assert sw.parse(capsys.readouterr().out).sweep_id == sw.load("qstr-fig1a", "quick").sweep_id
     assert not (tmp_path / "results").exists()
 
 

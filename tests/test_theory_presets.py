@@ -5,9 +5,12 @@ import torch
 
 from archsep.constructions.qstr import block_mask, build
 from archsep.experiments import PRESETS
-from archsep.experiments.paper_b.theory import Fig2Scale, block_cosine, block_mass, heads_bound, train_fixed_set
+from archsep.analysis.attention import block_cosine, block_mass
+from archsep.engine.train import train_many
+from archsep.experiments.paper_b.fig2 import Fig2, Fig2Scale
+from archsep.experiments.paper_b.heads import heads_bound
+from archsep.results import RunResult
 from archsep.tasks.qstr import QSTR
-from archsep.engine.train import RunResult
 
 
 def test_heads_bound_values():
@@ -31,13 +34,22 @@ def test_block_mass_one_for_construction_low_for_random_init():
     assert abs(block_cosine(rnd, mask)) < 0.3
 
 
-def test_fig2_training_loop_runs_and_logs():
-    s = Fig2Scale(N=12, train_size=256, steps=20, seeds=1, log_every=10, test_size=64)
-    r = train_fixed_set(s, 0)
-    assert [e["step"] for e in r["log"]] == [10, 20]
-    assert 0 <= r["block_mass"] <= 1 and len(r["matrix"]) == 10 + 2 * r["d_e"]
-    (r0, c0), (r1, c1) = r["block"]
-    assert (r1 - r0 + 1, c1 - c0 + 1) == (r["d_e"], r["d_e"])
+def test_fig2_runs_on_the_engine_with_a_fixed_set_and_logs_the_attention(tmp_path, monkeypatch):
+    class Tiny(Fig2):
+        quick = Fig2Scale(N=12, train_size=256, steps=20, seeds=2, log_every=10, test_size=64)
+
+    p = Tiny()
+    cfgs = p.plan("quick", "cpu")
+    assert all(c.train.train_set_size == 256 and c.train.probe for c in cfgs)
+    s = p.analyze(train_many(cfgs), "quick")
+    for r in s.data["runs"]:
+        assert [e["step"] for e in r["log"]] == [10, 20]
+        assert 0 <= r["block_mass"] <= 1 and len(r["matrix"]) == 10 + 2 * r["d_e"]
+        (r0, c0), (r1, c1) = r["block"]
+        assert (r1 - r0 + 1, c1 - c0 + 1) == (r["d_e"], r["d_e"])
+    assert len(s.data["runs"]) == 2 and s.data["runs"][0]["matrix"] != s.data["runs"][1]["matrix"]
+    assert {c.kind for c in s.claims} == {"concentration", "alignment"}
+    assert p.figures(s, tmp_path) and "block mass" in p.text(s)
 
 
 def _fake(q: int, H: int, best: float) -> RunResult:
@@ -48,19 +60,19 @@ def _fake(q: int, H: int, best: float) -> RunResult:
 
 def test_heads_summary_claims(tmp_path):
     p = PRESETS.get("qstr-heads")()
-    assert len(p.configs(quick=True, device="cpu")) == 3 + 4
+    assert len(p.plan("quick", device="cpu")) == 3 + 4
     ok = [_fake(2, 1, 0.55), _fake(2, 2, 0.05), _fake(2, 3, 0.06)]
-    s = p.summarize(ok, quick=True)
-    assert all(c["held"] for c in s["claims"]) and len(s["claims"]) == 2
+    s = p.analyze(ok, "quick")
+    assert all(c.held for c in s.claims) and len(s.claims) == 2
     bad = [_fake(2, 1, 0.2), _fake(2, 2, 0.5), _fake(2, 3, 0.06)]
-    assert not any(c["held"] for c in p.summarize(bad, quick=True)["claims"])
-    assert p.plot(ok, s, tmp_path)
-    assert "floor" in p.text_summary(s)
+    assert not any(c.held for c in p.analyze(bad, "quick").claims)
+    assert p.figures(s, tmp_path)
+    assert "floor" in p.text(s)
 
 
 def test_fig3_configs_use_q_heads():
     p = PRESETS.get("qstr-fig3")()
-    cfgs = p.configs(quick=True, device="cpu")
+    cfgs = p.plan("quick", device="cpu")
     assert {(c.task_params["q"], c.model_params["heads"]) for c in cfgs} == {(1, 1), (2, 2), (3, 3)}
     assert all(c.task_params["N"] == 7 and c.task_params["link"] == "hermite2" for c in cfgs)
     assert all(c.train.lr == 1e-4 and c.train.threshold == 0.88 for c in cfgs)
@@ -73,7 +85,7 @@ def test_fig3_summary_and_plot(tmp_path):
         cfg = {"task_params": {"q": q, "N": 7}, "model_params": {"heads": q}, "label": "TF", "arch": "tf"}
         rs.append(RunResult(run_id=str(q), config=cfg, status="ok", samples=n, resolution=640,
                             final_metric=0.8, best_metric=0.8))
-    s = p.summarize(rs, quick=True)
-    assert [pt["N"] for pt in sorted(s["points"], key=lambda pt: pt["N"])] == [1, 2, 3]
-    assert all(c["held"] for c in s["claims"])
-    assert p.plot(rs, s, tmp_path) and "claim HELD" in p.text_summary(s)
+    s = p.analyze(rs, "quick")
+    assert [pt["N"] for pt in sorted(s.data["points"], key=lambda pt: pt["N"])] == [1, 2, 3]
+    assert all(c.held for c in s.claims)
+    assert p.figures(s, tmp_path) and "claim HELD" in p.text(s)

@@ -25,6 +25,17 @@ def _positive_int(field: str):
     return parse
 
 
+def add_scale_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scale", help="quick | full (default) | a preset's other scales, e.g. cpu")
+    p.add_argument("--quick", action="store_true", help="shorthand for --scale quick")
+
+
+def scale_of(a: argparse.Namespace, default: str = "full") -> str:
+    if a.quick and a.scale not in (None, "quick"):
+        raise ArchsepError(f"--quick: given with --scale {a.scale}; keep one")
+    return "quick" if a.quick else (a.scale or default)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ..experiments import PRESETS
 
@@ -33,10 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("reproduce", help="run a figure preset end to end")
     r.add_argument("preset", help=f"one of: {', '.join(PRESETS.names())}")
-    r.add_argument("--quick", action="store_true", help="the CPU-sized version")
-    r.add_argument("--out", help="output directory (default results/<preset>[-quick])")
+    add_scale_args(r)
+    r.add_argument("--out", help="output directory (default results/<preset>[-<scale>])")
     r.add_argument("--workers", type=_positive_int("--workers"), help="worker processes (default: CPU cores)")
     r.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    r.add_argument("--executor", default="local", help="local (default: a process pool) | ray")
+    r.add_argument("--address", help="Ray cluster address HOST:PORT (default: start a local cluster)")
     r.add_argument("--no-progress", action="store_true")
 
     sub.add_parser("list", help="list presets, tasks, architectures and links")
@@ -50,12 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
-    from ..experiments import PRESETS
-    from ..experiments.reproduce import reproduce, text_summary
+    from ..experiments import EXPERIMENTS
+    from ..experiments.reproduce import reproduce
+    from .sweep import check_executor
 
-    PRESETS.get(a.preset)  # unknown preset -> one-line error before any work
-    summary = reproduce(a.preset, a.quick, a.out, a.workers, a.device, progress=not a.no_progress)
-    print(text_summary(PRESETS.get(a.preset), summary))
+    exp = EXPERIMENTS.get(a.preset)()  # unknown preset or scale -> one-line error before any work
+    scale = exp.check_scale(scale_of(a))
+    check_executor(a)
+    summary = reproduce(a.preset, scale, a.out, a.workers, a.device, progress=not a.no_progress,
+                        executor=a.executor, address=a.address)
+    print(exp.text(summary))
     return 0
 
 

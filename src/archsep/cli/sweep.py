@@ -22,7 +22,9 @@ def add_parsers(sub, positive_int) -> None:
     s.add_argument("--workers", type=positive_int("--workers"),
                    help="worker processes (local) or concurrent tasks (ray); default: CPU cores")
     s.add_argument("--device", help="auto | cpu | cuda, for every run (not part of a run's identity)")
-    s.add_argument("--quick", action="store_true", help="with a preset name: its CPU-sized version")
+    from . import add_scale_args
+
+    add_scale_args(s)
     s.add_argument("--retry-errors", action="store_true", help="run again the runs stored with status error")
     s.add_argument("--dry-run", action="store_true", help="validate and list the runs, run nothing")
     s.add_argument("--print-toml", action="store_true", help="print the sweep as a TOML file and exit")
@@ -42,10 +44,9 @@ def add_parsers(sub, positive_int) -> None:
     r.add_argument("-o", "--output", help="output file (default DIR/report.html)")
 
 
-def cmd_sweep(a: argparse.Namespace) -> int:
-    from ..runs import sweep as sw
+def check_executor(a: argparse.Namespace) -> None:
+    """--executor, --address and --device, checked before anything is created."""
     from ..runs.executors import EXECUTORS
-    from ..runs.runner import run_configs
 
     if a.executor not in EXECUTORS:
         from ..errors import unknown
@@ -61,7 +62,15 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         from ..config import resolve_device
 
         resolve_device(a.device)
-    s = sw.load(a.spec, a.quick, a.device)
+
+
+def cmd_sweep(a: argparse.Namespace) -> int:
+    from ..runs import sweep as sw
+    from ..runs.runner import run_configs
+    from . import scale_of
+
+    check_executor(a)
+    s = sw.load(a.spec, scale_of(a), a.device)
     if a.print_toml:
         sys.stdout.write(s.source)
         return 0
@@ -121,6 +130,7 @@ def export_rows(store) -> list[dict]:
                 flat[f"{t}.{k}"] = json.dumps(v) if isinstance(v, (list, dict)) else v
         flat.update({k: row[k] for k in ("status", "samples", "resolution", "final_metric", "best_metric",
                                         "wall_s", "params", "state_size")})
+        flat.update({k: row.get(k) for k in ("test_metric", "best_samples")})
         flat["censored"] = row["status"] == "censored"
         flat["error"] = (row["error"] or "").strip().splitlines()[0] if row["error"] else None
         flat.update({k: row[k] for k in ("archsep_version", "torch_version", "device", "host", "started_at",

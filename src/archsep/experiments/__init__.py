@@ -1,7 +1,7 @@
-"""Figure presets, by name. A new preset is one file registering a `Preset` plus an import here."""
-from .base import PRESETS, Preset
-from .paper_b import fig1  # noqa: F401  (registers)
-from .paper_a import figures  # noqa: F401  (registers)
-from .paper_b import theory  # noqa: F401  (registers)
+"""Figures as experiments, by name (the CLI calls them presets). A new figure is one file
+registering an `Experiment` subclass, plus an import line here."""
+from .base import EXPERIMENTS, PRESETS, Experiment
+from .paper_b import fig1, fig2, fig3, heads  # noqa: F401  (registers)
+from .paper_a import dyck, equality, lookup, mamba_width  # noqa: F401  (registers)
 
-__all__ = ["PRESETS", "Preset"]
+__all__ = ["EXPERIMENTS", "PRESETS", "Experiment"]

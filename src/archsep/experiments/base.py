@@ -1,5 +1,11 @@
-"""A preset is a named figure: the grid of runs it needs, how to summarise them, which of the
-paper's claims to check, and how to draw it. Presets register by name."""
+"""The experiment contract every figure implements.
+
+An `Experiment` is a named figure with named scales (`quick` for a laptop CPU, `full` for the
+paper's settings, sometimes more). It says which runs it needs (`plan`), what they show
+(`analyze`, which checks the paper's claims), how to draw it (`figures`) and how to say it
+(`text`). Runs go through the one engine into the store like any sweep's, so `archsep
+reproduce P` is: plan -> executor -> store -> analyze -> figures -> text.
+"""
 from __future__ import annotations
 
 import abc
@@ -8,33 +14,60 @@ from pathlib import Path
 from typing import ClassVar
 
 from ..config import RunConfig
+from ..errors import ArchsepError, unknown
 from ..registry import Registry
-from ..results import RunResult
+from ..results import Claim, RunResult, Summary
 
 
-class Preset(abc.ABC):
+class Experiment(abc.ABC):
     registry_name: ClassVar[str]
     description: ClassVar[str] = ""
-    runtime: ClassVar[dict[str, str]] = {}  # {"quick": "...", "full": "..."} on this machine kind
+    scales: ClassVar[tuple[str, ...]] = ("quick", "full")
+    runtime: ClassVar[dict[str, str]] = {}  # scale -> measured wall time on this project's machine
+    separations: ClassVar[tuple[tuple[str, str], ...]] = ()  # (better, worse) labels, for sweeps' reports
+
+    def check_scale(self, scale: str) -> str:
+        if scale not in self.scales:
+            raise unknown("scale", scale, self.scales)
+        return scale
 
     @abc.abstractmethod
-    def configs(self, quick: bool, device: str = "auto") -> list[RunConfig]: ...
+    def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
+        """Every run the figure needs at this scale."""
 
     @abc.abstractmethod
-    def summarize(self, results: list[RunResult], quick: bool) -> dict:
-        """The summary.json content, with at least 'preset' and 'claims'."""
+    def analyze(self, results: list[RunResult], scale: str) -> Summary:
+        """The figure's numbers and the paper's claims, from the runs of `plan(scale)`."""
 
     @abc.abstractmethod
-    def plot(self, results: list[RunResult], summary: dict, out: Path) -> list[Path]: ...
+    def figures(self, summary: Summary, out: Path) -> list[Path]:
+        """Draw the figure(s) into `out`; returns the files written."""
 
-    def text(self, summary: dict) -> str:
-        lines = [f"{summary['preset']}: {len(summary.get('claims', []))} claim(s) checked"]
-        for c in summary.get("claims", []):
-            lines.append(f"  [{'held' if c['held'] else 'did NOT hold'}] {c['text']}")
-        return "\n".join(lines)
+    def text(self, summary: Summary) -> str:
+        return "\n".join([f"{summary.experiment} ({summary.scale}): {len(summary.results)} runs"
+                          + (f" in {summary.wall_s:.0f}s" if summary.wall_s else "")] + claim_lines(summary.claims))
+
+    def table(self, summary: Summary) -> list[dict]:
+        """runs.csv: one row per run (an experiment may give one per cell instead)."""
+        from .samples import run_rows
+
+        return run_rows(summary.results)
 
 
-PRESETS: Registry[Preset] = Registry("preset")
+EXPERIMENTS: Registry[Experiment] = Registry("preset")
+PRESETS = EXPERIMENTS  # the CLI calls a registered experiment a preset
+
+
+def claim_lines(claims: list[Claim]) -> list[str]:
+    tag = {True: "HELD", False: "DID NOT HOLD", None: "NO VERDICT"}
+    return [f"  claim {tag[c.held]}: {c.text}" for c in claims]
+
+
+def get(name: str) -> Experiment:
+    try:
+        return EXPERIMENTS.get(name)()
+    except ArchsepError as e:
+        raise ArchsepError(f"{e}") from None
 
 
 def write_json(path: Path, obj: dict) -> None:

@@ -1,7 +1,11 @@
-"""Sample-complexity presets (paper B): samples-to-threshold against N per architecture."""
+"""Sample-complexity experiments (paper B): samples-to-threshold against N per architecture.
+
+A figure of this kind is a subclass that names its task, its scales (`Scale`: the axis values,
+seeds, architectures and training settings) and the separations it claims; see
+`paper_b/fig1.py` for a complete one in a dozen lines.
+"""
 from __future__ import annotations
 
-import csv
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -11,8 +15,8 @@ import numpy as np
 
 from ..config import RunConfig, TrainConfig
 from ..analysis.stats import exponent_difference, fit_exponent, summarize_point
-from ..results import RunResult
-from .base import Preset
+from ..results import Claim, RunResult, Summary
+from .base import Experiment, claim_lines
 
 RUN_COLUMNS = ["arch", "N", "seed", "samples", "censored", "diverged", "status", "resolution",
                "wall_s", "params", "state_size", "best_metric", "run_id"]
@@ -48,33 +52,24 @@ def run_rows(results: list[RunResult]) -> list[dict]:
     return rows
 
 
-def write_runs_csv(results: list[RunResult], path: Path) -> None:
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, RUN_COLUMNS)
-        w.writeheader()
-        w.writerows(run_rows(results))
-    tmp.replace(path)
-
-
-class SampleComplexityPreset(Preset):
+class SampleComplexityExperiment(Experiment):
     task: str = "qstr"
     full: Scale
     quick: Scale
     # (better, worse): claim that `better`'s exponent is smaller than `worse`'s
     separations: tuple[tuple[str, str], ...] = (("TF", "FFN"),)
-
-    def scale(self, quick: bool) -> Scale:
-        return self.quick if quick else self.full
-
+    published: dict[str, dict[int, float]] = {}  # label -> {N: published mean samples}
     axis: str = "N"  # the task parameter the figure varies (its values are Scale.Ns)
 
+    def scale(self, name: str) -> Scale:
+        return getattr(self, self.check_scale(name))
+
     def model_params(self, arch: Arch, x: int) -> dict:
-        """The model's parameters at axis value x (a preset may tie them to it, e.g. heads = q)."""
+        """The model's parameters at axis value x (an experiment may tie them to it, e.g. heads = q)."""
         return dict(arch.params)
 
-    def configs(self, quick: bool, device: str = "auto") -> list[RunConfig]:
-        s = self.scale(quick)
+    def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
+        s = self.scale(scale)
         train = TrainConfig(**{**s.train, "device": device})
         return [RunConfig(self.task, a.arch, {**s.task_params, self.axis: x}, self.model_params(a, x), train, seed,
                           a.label)
@@ -86,8 +81,8 @@ class SampleComplexityPreset(Preset):
             g[r.config.get("label") or r.config["arch"]][r.config["task_params"][self.axis]].append(r)
         return g
 
-    def summarize(self, results: list[RunResult], quick: bool) -> dict:
-        s = self.scale(quick)
+    def analyze(self, results: list[RunResult], scale: str) -> Summary:
+        s = self.scale(scale)
         g = self.groups(results)
         budget = int(s.train.get("budget", TrainConfig().budget))
         points, fits, samples = [], {}, {}
@@ -102,33 +97,52 @@ class SampleComplexityPreset(Preset):
                 cens[N] = np.array([r.censored for r in ok], bool)
             fits[arch] = fit_exponent(samples[arch], cens).to_dict()
         claims = self.claims(points, fits, samples, budget)
-        return {"preset": self.registry_name, "quick": quick,
-                "threshold": float(s.train.get("threshold", TrainConfig().threshold)),
-                "budget": budget, "Ns": list(s.Ns), "seeds": s.seeds,
-                "fits": fits, "points": points, "claims": claims}
+        data = {"threshold": float(s.train.get("threshold", TrainConfig().threshold)),
+                "budget": budget, "Ns": list(s.Ns), "seeds": s.seeds, "fits": fits, "points": points}
+        return Summary(self.registry_name, scale, data, claims, results)
 
-    def claims(self, points, fits, samples, budget) -> list[dict]:
+    def claims(self, points, fits, samples, budget) -> list[Claim]:
         out = []
         for better, worse in self.separations:
             if better not in samples or worse not in samples:
                 continue
             d, ci = exponent_difference(samples[better], samples[worse])
-            out.append({"text": f"{better}'s exponent alpha is smaller than {worse}'s "
-                                f"(alpha_{worse} - alpha_{better} = {d:.2f}, 95% CI [{ci[0]:.2f}, {ci[1]:.2f}] excludes 0)",
-                        "held": bool(math.isfinite(ci[0]) and ci[0] > 0),
-                        "difference": _f(d), "ci": [_f(ci[0]), _f(ci[1])]})
+            out.append(Claim("separation", f"{better}'s exponent alpha is smaller than {worse}'s "
+                                           f"(alpha_{worse} - alpha_{better} = {d:.2f}, 95% CI [{ci[0]:.2f}, {ci[1]:.2f}] excludes 0)",
+                             bool(math.isfinite(ci[0]) and ci[0] > 0),
+                             {"better": better, "worse": worse, "difference": _f(d), "ci": [_f(ci[0]), _f(ci[1])]}))
             largest = max(set(samples[better]) & set(samples[worse]), default=None)
             if largest is not None:
                 mb, mw = _median(points, better, largest), _median(points, worse, largest)
-                out.append({"text": f"{better} needs fewer samples than {worse} at the largest N={largest} "
-                                    f"(median {_fmt(mb, budget)} vs {_fmt(mw, budget)})",
-                            "held": bool(mb is not None and (mw is None or mb < mw))})
+                out.append(Claim("ordering", f"{better} needs fewer samples than {worse} at the largest N={largest} "
+                                             f"(median {_fmt(mb, budget)} vs {_fmt(mw, budget)})",
+                                 bool(mb is not None and (mw is None or mb < mw)),
+                                 {"N": largest, better: mb, worse: mw}))
         return out
 
-    def plot(self, results: list[RunResult], summary: dict, out: Path) -> list[Path]:
+    def figures(self, summary: Summary, out: Path) -> list[Path]:
         from ..reporting.plots import samples_vs_N
 
-        return samples_vs_N(summary, out / "figure", title=self.description)
+        return samples_vs_N(summary.to_dict(), out / "figure", title=self.description)
+
+    def text(self, summary: Summary) -> str:
+        d = summary.to_dict()
+        lines = [f"{summary.experiment} ({summary.scale}): "
+                 f"{sum(p.get('n_runs', 0) for p in d['points'])} runs in {summary.wall_s or 0:.0f}s"]
+        lines.append(f"  {'arch':<6}{'N':>4}{'mean':>10}{'median':>10}  {'mean 95% CI':<20}{'censored':>9}  published")
+        for p in sorted(d["points"], key=lambda p: (p["arch"], p["N"])):
+            ci = "n/a" if p["ci"][0] is None else f"[{p['ci'][0]:.0f}, {p['ci'][1]:.0f}]"
+            mean = "n/a" if p["mean"] is None else f"{p['mean']:.0f}"
+            pub = self.published.get(p["arch"], {}).get(p["N"], "")
+            lines.append(f"  {p['arch']:<6}{p['N']:>4}{mean:>10}{p['median_text']:>10}  {ci:<20}"
+                         f"{p['n_censored']:>5}/{p['n_runs']:<3}  {pub}")
+        for arch, f in d["fits"].items():
+            a, ci = f["alpha"], f["ci"]
+            txt = "n/a" if a is None else f"{a:.2f}"
+            citxt = "" if ci[0] is None else f" (95% CI [{ci[0]:.2f}, {ci[1]:.2f}])"
+            lines.append(f"  alpha[{arch}] = {txt}{citxt}"
+                         f"{' (censored runs enter at the budget)' if f.get('censored_data') else ''}")
+        return "\n".join(lines + claim_lines(summary.claims))
 
 
 def _median(points: list[dict], arch: str, N: int) -> float | None:

@@ -1,292 +1,310 @@
-"""Size separations (paper A, SPEC 3): test accuracy of a trained model for one
-(task, architecture, length N, width) cell.
+"""Size experiments (paper A, SPEC 3): test accuracy over a (length x width) grid per
+architecture, with validation curves.
 
-Per cell and per learning rate of a grid: online training with Adam (no weight decay),
-cross-entropy, a fresh batch every step and a step budget; every `eval_every` steps (and at
-the last step) the validation accuracy is measured and training stops at the first point
-where it reaches the target (99%). Each learning rate keeps its best-validation checkpoint
-(training on these tasks can oscillate late on). The learning rate with the best validation
-accuracy wins (ties: the one that stopped in fewer steps, then the first in the grid); that
-checkpoint's accuracy on `test_size` fresh examples at length N is the cell's result.
-
-Data streams, all from the run seed and never shared:
-  training   RunConfig.derived_seed("train")     task.sample   (variable lengths where the task has them)
-  validation derive_seed(seed, "validation")     task.sample_test (length N), drawn once per run
-  test       derive_seed(seed, "size-test")      task.sample_test (length N), drawn once per cell
-The model initialisation (derived_seed("init")) and the training stream are the same for every
-learning rate of a cell, so the grid compares learning rates on equal terms.
-
-This loop is separate from `train.train_run` because it must return the trained model and
-validate on `sample_test` data; it reuses RunConfig for building tasks, models and seeds.
+A cell is one (architecture, width, length N, seed). Each learning rate of the cell's grid is
+an ordinary run of the one engine: cross-entropy, Adam (AdamW without decay), a fresh batch
+every step and a step budget; the held-out set is the cell's validation set (length N, drawn
+once from the seed's validation role); training stops at the first validation point with
+accuracy >= target, keeps its best-validation checkpoint (training on these tasks can
+oscillate late on) and tests it on `test_size` fresh examples at length N (the seed's test
+role). Every learning rate of a cell shares the initialisation and the training stream, so
+the grid compares learning rates on equal terms, and they train as one stacked computation
+where that pays. Choosing the learning rate is analysis (`select`): the best validation
+accuracy wins, ties go to the one that got there in fewer steps, then to the first in the grid.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import multiprocessing as mp
-import os
-import sys
-import time
-import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
-import torch
+from ..config import RunConfig, TrainConfig
+from ..results import Claim, RunResult, Summary
+from .base import Experiment, claim_lines
 
-from ..config import RunConfig, TrainConfig, derive_seed, resolve_device
-from ..errors import check
-from ..engine.evaluation import evaluate
-from ..tasks.base import Batch, Task
-
-CELLS_FILE = "cells.jsonl"
+TARGET = 0.99  # early stop at validation accuracy >= target
+BATCH = 64
 
 
 @dataclass(frozen=True)
-class SizeCell:
-    """One point of a (length x width) grid for one architecture."""
+class SizeArch:
+    """An architecture family swept over widths; `width_key` is the model parameter set to
+    the width (e.g. 'width', or 'hidden' for the LSTM)."""
 
-    task: str
+    label: str  # e.g. "TF-1"
     arch: str
-    label: str  # the architecture's name in tables and figures, e.g. "TF-(1,64)"
-    N: int
-    width: int  # the grid's width axis (the model's width / hidden size)
-    task_params: dict = field(default_factory=dict)  # N is added from the field above
-    model_params: dict = field(default_factory=dict)
-    lrs: tuple[float, ...] = (1e-3, 3e-4)
-    steps: int = 2000  # step budget per learning rate
-    batch_size: int = 64
-    eval_every: int = 100  # steps between validation points
+    params: dict = field(default_factory=dict)
+    widths: tuple[int, ...] = (64,)
+    width_key: str = "width"
+
+    def name(self, width: int) -> str:
+        return f"{self.label}-{width}" if not self.label.startswith("TF") else f"TF-({self.label[3:]},{width})"
+
+    def model_params(self, width: int) -> dict:
+        heads = {"heads": max(1, min(4, width // 16))} if self.arch == "tf-preln" else {}
+        return {**heads, **self.params, self.width_key: width}
+
+
+@dataclass(frozen=True)
+class SizeScale:
+    Ns: tuple[int, ...]
+    archs: tuple[SizeArch, ...]
+    lrs: tuple[float, ...]
+    steps: int
+    eval_every: int = 100
     val_size: int = 1000
     test_size: int = 5000
-    target: float = 0.99  # early stop at validation accuracy >= target
-    seed: int = 0
-    device: str = "auto"
-
-    def __post_init__(self) -> None:
-        check(len(self.lrs) >= 1 and all(lr > 0 for lr in self.lrs), "lrs", f"must be positive learning rates, got {self.lrs}")
-        check(self.steps >= 1, "steps", f"must be >= 1, got {self.steps}")
-        check(self.eval_every >= 1, "eval_every", f"must be >= 1, got {self.eval_every}")
-        check(self.val_size >= 1, "val_size", f"must be >= 1, got {self.val_size}")
-        check(self.test_size >= 1, "test_size", f"must be >= 1, got {self.test_size}")
-        check(0 < self.target <= 1, "target", f"must be in (0, 1], got {self.target}")
-        self.run_config(self.lrs[0])  # a bad task / model parameter fails here, before any work
-
-    def run_config(self, lr: float) -> RunConfig:
-        train = TrainConfig(lr=lr, weight_decay=0.0, batch_size=self.batch_size, budget=self.steps * self.batch_size,
-                            threshold=1 - self.target + 1e-12, eval_every=self.eval_every, eval_size=self.val_size,
-                            eval_mode="every", device=self.device)
-        return RunConfig(self.task, self.arch, {**self.task_params, "N": self.N}, dict(self.model_params),
-                         train, self.seed, self.label)
-
-    def canonical(self) -> dict:
-        d = asdict(self)
-        d.pop("device")
-        d["lrs"] = list(self.lrs)
-        d["task_params"] = self.run_config(self.lrs[0]).build_task().params()
-        d["model_params"] = self.run_config(self.lrs[0]).model_config().params()
-        return d
-
-    @property
-    def cell_id(self) -> str:
-        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(("size:" + blob).encode()).hexdigest()[:16]
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["lrs"] = list(self.lrs)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "SizeCell":
-        return cls(**{**d, "lrs": tuple(d["lrs"])})
+    seeds: int = 1
+    variants: tuple[tuple[str, dict], ...] = (("", {}),)  # (name, extra task params)
 
 
-def accuracy(model: torch.nn.Module, task: Task, data: Batch) -> float:
-    """Accuracy (1 - the task's error metric) over `data`, in eval mode."""
-    was = model.training
-    model.eval()
-    error, _ = evaluate(model, task, data)
-    model.train(was)
-    return 1.0 - error
+def tf(layers: int, widths: tuple[int, ...] = (64,), heads: int | None = None) -> SizeArch:
+    # default: 4 heads of width 16 at width 64 (fewer for narrow models); learned positions, causal
+    extra = {} if heads is None else {"heads": heads}
+    return SizeArch(f"TF-{layers}", "tf-preln", {"layers": layers, "positions": "learned", "causal": True, **extra}, widths)
 
 
-def train_lr(cell: SizeCell, lr: float) -> tuple[dict, torch.nn.Module, Task]:
-    """Train one learning rate of a cell; returns its record, the final model and the task."""
-    cfg = cell.run_config(lr)
-    dev = resolve_device(cell.device)
-    task = cfg.build_task()
-    torch.manual_seed(cfg.derived_seed("init"))
-    model = cfg.model_config().build(task.spec).to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    train_gen = torch.Generator(dev).manual_seed(cfg.derived_seed("train"))
-    val = task.sample_test(cell.val_size, torch.Generator(dev).manual_seed(derive_seed(cell.seed, "validation")))
-    curve: list[tuple[int, float]] = []
-    status, step = "censored", 0
-    best_acc, best_state = -1.0, None
-    for step in range(1, cell.steps + 1):
-        batch = task.sample(cell.batch_size, train_gen)
-        loss = task.loss(model(batch.x), batch)
-        if not torch.isfinite(loss):
-            status = "diverged"
-            break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if step % cell.eval_every and step != cell.steps:
+def lstm(widths: tuple[int, ...] = (64,)) -> SizeArch:
+    return SizeArch("LSTM", "lstm", {"layers": 1}, widths, "hidden")
+
+
+def mamba(widths: tuple[int, ...] = (64,), **kw) -> SizeArch:
+    return SizeArch("Mamba", "mamba", {"layers": 1, **kw}, widths)
+
+
+def dss(widths: tuple[int, ...] = (64,)) -> SizeArch:
+    return SizeArch("DSS", "dss", {"layers": 1}, widths)
+
+
+@dataclass(frozen=True)
+class Cell:
+    label: str  # the architecture's name in tables and figures, e.g. "TF-(1,64)"
+    N: int
+    width: int
+    seed: int
+    runs: tuple[RunConfig, ...]  # one per learning rate, in grid order
+
+
+def cell_runs(task: str, arch: SizeArch, width: int, N: int, seed: int, s: SizeScale, label: str,
+              task_params: dict, device: str = "auto") -> tuple[RunConfig, ...]:
+    def train(lr: float) -> TrainConfig:
+        return TrainConfig(lr=lr, weight_decay=0.0, batch_size=BATCH, budget=s.steps * BATCH,
+                           threshold=1 - TARGET + 1e-12, eval_every=s.eval_every, eval_size=s.val_size,
+                           eval_mode="every", keep_best=True, test_size=s.test_size, device=device)
+
+    return tuple(RunConfig(task, arch.arch, {**task_params, "N": N}, arch.model_params(width), train(lr), seed, label)
+                 for lr in s.lrs)
+
+
+def select(runs: list[RunResult | None]) -> tuple[int, RunResult] | None:
+    """The learning rate of a cell chosen on validation: best validation accuracy, then fewer
+    steps to it, then the first in the grid. Runs that failed take no part."""
+    best = None
+    for k, r in enumerate(runs):
+        if r is None or r.status == "error" or r.best_metric is None:
             continue
-        acc = accuracy(model, task, val)
-        curve.append((step, acc))
-        if acc > best_acc:  # keep the best checkpoint: training can be unstable late on
-            best_acc, best_step = acc, step
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        if acc >= cell.target:
-            status = "ok"
-            break
-    if best_state is None:  # diverged before the first validation point
-        curve.append((step, accuracy(model, task, val)))
-        best_acc, best_step = curve[-1][1], step
-    else:
-        model.load_state_dict(best_state)
-    rec = {"lr": lr, "status": status, "steps": step, "val_acc": best_acc, "best_step": best_step,
-           "final_val_acc": curve[-1][1], "curve": curve}
-    return rec, model, task
+        key = (-r.best_metric, -(r.best_samples or 0), -k)
+        if best is None or key > best[0]:
+            best = (key, k, r)
+    return None if best is None else (best[1], best[2])
 
 
-def measure_cell(cell: SizeCell, on_lr: Callable[[dict], None] | None = None) -> dict:
-    """Run the learning-rate grid of one cell and test the selected model. Never raises: a
-    crashing cell comes back with status 'error' and the message."""
-    t0, c0 = time.perf_counter(), time.process_time()
-    out = {"cell_id": cell.cell_id, "cell": cell.to_dict(), "label": cell.label, "arch": cell.arch,
-           "task": cell.task, "N": cell.N, "width": cell.width, "seed": cell.seed}
-    try:
-        best = None
-        runs = []
-        for k, lr in enumerate(cell.lrs):
-            rec, model, task = train_lr(cell, lr)
-            runs.append(rec)
-            if on_lr:
-                on_lr(rec)
-            key = (rec["val_acc"], -rec["best_step"], -k)
-            if best is None or key > best[0]:
-                best = (key, rec, model, task)
-            if rec["status"] == "ok" and rec["steps"] <= cell.eval_every:
-                break  # reached the target at the first validation point: no lr can do better
-        assert best is not None
-        _, rec, model, task = best
-        dev = next(model.parameters()).device
-        test = task.sample_test(cell.test_size, torch.Generator(dev).manual_seed(derive_seed(cell.seed, "size-test")))
-        out.update(status="ok", test_acc=accuracy(model, task, test), best_lr=rec["lr"], val_acc=rec["val_acc"],
-                   steps=rec["steps"], reached=rec["status"] == "ok", runs=runs,
-                   params=sum(p.numel() for p in model.parameters()),
-                   state_size=_state_size(model, task), error=None)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except Exception as e:  # recorded, so one bad cell never loses the grid
-        out.update(status="error", test_acc=None, best_lr=None, val_acc=None, steps=None, reached=False, runs=[],
-                   params=None, state_size=None,
-                   error=f"{type(e).__name__}: {e}\n" + traceback.format_exc(limit=3))
-    out["wall_s"] = round(time.perf_counter() - t0, 3)
-    out["cpu_s"] = round(time.process_time() - c0, 3)  # what an idle core would need, near enough
-    return out
+def _steps(r: RunResult) -> int:
+    """Steps trained: to the target when reached, else the whole budget (or to divergence)."""
+    bs = r.config["train"]["batch_size"]
+    if r.status == "ok" and r.samples:
+        return r.samples // bs
+    return (r.curve[-1][0] if r.curve else r.config["train"]["budget"]) // bs
 
 
-def _state_size(model: torch.nn.Module, task: Task) -> int | None:
-    fn = getattr(model, "state_size", None)
-    return fn(task.spec.seq_len) if fn else None
+def cell_record(cell: Cell, results: list[RunResult | None]) -> dict:
+    rec = {"label": cell.label, "N": cell.N, "width": cell.width, "seed": cell.seed,
+           "arch": cell.runs[0].arch, "task": cell.runs[0].task}
+    runs = [{"lr": c.train.lr, "status": r.status, "steps": _steps(r), "val_acc": _acc(r.best_metric),
+             "best_step": (r.best_samples or 0) // BATCH, "run_id": r.run_id,
+             "curve": [(s // BATCH, 1 - m) for s, m in r.curve]}
+            for c, r in zip(cell.runs, results) if r is not None and r.status != "error"]
+    chosen = select(results)
+    done = [r for r in results if r is not None]
+    rec["wall_s"] = round(sum(r.wall_s for r in done), 3)
+    if chosen is None:
+        errors = [r.error for r in done if r.error]
+        rec.update(status="error" if done else "missing", test_acc=None, val_acc=None, best_lr=None, steps=None,
+                   reached=False, params=None, state_size=None, runs=runs,
+                   error=errors[0].splitlines()[0] if errors else None)
+        return rec
+    k, r = chosen
+    rec.update(status="ok", test_acc=_acc(r.test_metric), val_acc=_acc(r.best_metric), best_lr=cell.runs[k].train.lr,
+               steps=_steps(r), reached=r.status == "ok", params=r.params, state_size=r.state_size, runs=runs,
+               error=None)
+    return rec
 
 
-# --- many cells: a process pool and an append-only store, resumable ------------------------
-class CellStore:
-    """One JSON line per finished cell, flushed and fsynced; a cut line is redone."""
-
-    def __init__(self, out_dir: Path):
-        self.path = Path(out_dir) / CELLS_FILE
-
-    def load(self) -> dict[str, dict]:
-        out: dict[str, dict] = {}
-        if self.path.exists():
-            for line in self.path.read_text().splitlines():
-                try:
-                    r = json.loads(line)
-                    out[r["cell_id"]] = r
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    continue
-        return out
-
-    def add(self, r: dict) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps(r) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-
-
-def _threads(workers: int) -> int:
-    return max(1, (os.cpu_count() or 1) // max(1, workers))
-
-
-def _init(threads: int) -> None:
-    torch.set_num_threads(threads)
-
-
-def _measure(d: dict) -> dict:
-    return measure_cell(SizeCell.from_dict(d))
-
-
-def run_cells(cells: Sequence[SizeCell], out_dir: str | Path | None = None, workers: int = 1,
-              progress: bool = True, desc: str = "cells") -> list[dict]:
-    """Measure every cell once (cells already in OUT/cells.jsonl are reused) and return the
-    results in the order of `cells`. Slow cells go first so a pool finishes evenly."""
-    from tqdm import tqdm
-
-    store = None
-    if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        store = CellStore(Path(out_dir))
-    done = store.load() if store else {}
-    ids = [c.cell_id for c in cells]
-    todo = [c for c in dict(zip(ids, cells)).values() if c.cell_id not in done]
-    todo.sort(key=lambda c: -c.N * c.steps * len(c.lrs))
-    bar = tqdm(total=len(set(ids)), initial=len(set(ids)) - len(todo), desc=desc, unit="cell",
-               disable=not progress, file=sys.stderr, dynamic_ncols=True)
-
-    def finish(r: dict) -> None:
-        done[r["cell_id"]] = r
-        if store:
-            store.add(r)
-        acc = "n/a" if r["test_acc"] is None else f"{r['test_acc']:.3f}"
-        bar.set_postfix_str(f"{r['label']} N={r['N']} acc={acc} {r['status']}")
-        bar.update(1)
-
-    try:
-        if workers <= 1 or len(todo) <= 1:
-            torch.set_num_threads(_threads(1))
-            for c in todo:
-                finish(measure_cell(c))
-        else:
-            ctx = mp.get_context("spawn")
-            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init, initargs=(_threads(workers),)) as pool:
-                futs = [pool.submit(_measure, c.to_dict()) for c in todo]
-                for f in as_completed(futs):
-                    finish(f.result())
-    finally:
-        bar.close()
-    return [done[i] for i in ids]
+def _acc(err: float | None) -> float | None:
+    return None if err is None else 1.0 - err
 
 
 CELL_COLUMNS = ["label", "arch", "task", "N", "width", "seed", "test_acc", "val_acc", "best_lr", "steps",
-                "reached", "status", "params", "state_size", "wall_s", "cpu_s", "cell_id"]
+                "reached", "status", "params", "state_size", "wall_s"]
 
 
-def write_cells_csv(results: list[dict], path: Path) -> None:
-    import csv
+class SizeExperiment(Experiment):
+    """A (length x width) accuracy grid. A figure names its task, its scales and its claims
+    (`claims(table, scale)`, reading `table[label][(N, width)]`, the mean test accuracy)."""
 
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, CELL_COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        for r in results:
-            w.writerow({k: (round(v, 5) if isinstance(v, float) and math.isfinite(v) else v) for k, v in r.items()})
-    tmp.replace(path)
+    task: str
+    full: SizeScale
+    quick: SizeScale
+
+    def scale(self, name: str) -> SizeScale:
+        return getattr(self, self.check_scale(name))
+
+    def cells(self, scale: str, device: str = "auto") -> list[Cell]:
+        s = self.scale(scale)
+        out = []
+        for vname, vparams in s.variants:
+            for a in s.archs:
+                for w in a.widths:
+                    for N in s.Ns:
+                        for seed in range(s.seeds):
+                            label = a.name(w) + (f" [{vname}]" if vname else "")
+                            out.append(Cell(label, N, w, seed,
+                                            cell_runs(self.task, a, w, N, seed, s, label, dict(vparams), device)))
+        return out
+
+    def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
+        return [c for cell in self.cells(scale, device) for c in cell.runs]
+
+    def analyze(self, results: list[RunResult], scale: str) -> Summary:
+        s = self.scale(scale)
+        by_id = {r.run_id: r for r in results}
+        cells = [cell_record(c, [by_id.get(r.run_id) for r in c.runs]) for c in self.cells(scale)]
+        data = {"task": self.task, "Ns": list(s.Ns), "lrs": list(s.lrs), "steps": s.steps, "seeds": s.seeds,
+                "target": TARGET, "test_size": s.test_size, "n_cells": len(cells),
+                "n_errors": sum(c["status"] != "ok" for c in cells), "cells": cells}
+        return Summary(self.registry_name, scale, data, self.claims(accuracy_table(cells), s), results)
+
+    def claims(self, table: dict, s: SizeScale) -> list[Claim]:
+        return []
+
+    @staticmethod
+    def acc(table: dict, label: str, N: int, width: int) -> float | None:
+        return table.get(label, {}).get((N, width))
+
+    def table(self, summary: Summary) -> list[dict]:
+        return [{k: c.get(k) for k in CELL_COLUMNS} for c in summary.data["cells"]]
+
+    def figures(self, summary: Summary, out: Path) -> list[Path]:
+        cells = summary.data["cells"]
+        return heatmaps(cells, self.registry_name, out / "heatmaps") + val_curves(cells, self.registry_name,
+                                                                                 out / "val_curves")
+
+    def text(self, summary: Summary) -> str:
+        d = summary.data
+        lines = [f"{summary.experiment} ({summary.scale}): {d['n_cells']} cells ({d['n_errors']} errors) in "
+                 f"{summary.wall_s or 0:.0f}s wall; test accuracy at length N (lr grid {d['lrs']}, <= {d['steps']} "
+                 f"steps, early stop at {100 * d['target']:.0f}% validation accuracy)"]
+        by: dict[str, dict[int, list]] = defaultdict(dict)
+        for c in d["cells"]:
+            by[c["label"]].setdefault(c["N"], []).append(c["test_acc"])
+        lines.append("  " + f"{'model':<22}" + "".join(f"{'N=' + str(N):>9}" for N in d["Ns"]))
+        for lab in sorted(by):
+            row = []
+            for N in d["Ns"]:
+                v = [a for a in by[lab].get(N, []) if a is not None]
+                row.append(f"{100 * sum(v) / len(v):8.1f}%" if v else f"{'n/a':>9}")
+            lines.append(f"  {lab:<22}" + "".join(row))
+        return "\n".join(lines + claim_lines(summary.claims))
+
+
+def accuracy_table(cells: list[dict]) -> dict[str, dict[tuple[int, int], float]]:
+    """{label: {(N, width): mean test accuracy over seeds}}."""
+    acc: dict[str, dict[tuple[int, int], list[float]]] = defaultdict(lambda: defaultdict(list))
+    for c in cells:
+        if c["test_acc"] is not None:
+            acc[c["label"]][(c["N"], c["width"])].append(c["test_acc"])
+    return {lab: {k: sum(v) / len(v) for k, v in d.items()} for lab, d in acc.items()}
+
+
+def pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+# --- figures -------------------------------------------------------------------------------
+def _families(cells: list[dict]) -> dict[str, list[dict]]:
+    fam: dict[str, list[dict]] = defaultdict(list)
+    for c in cells:
+        lab, w = c["label"], c["width"]
+        key = lab.replace(f",{w})", ",w)") if lab.startswith("TF") else lab.replace(f"-{w}", "-w", 1)
+        fam[key].append(c)
+    return dict(sorted(fam.items()))
+
+
+def heatmaps(cells: list[dict], name: str, stem: Path) -> list[Path]:
+    """One panel per architecture family: mean test accuracy, rows = widths, columns = N."""
+    import numpy as np
+
+    from ..reporting.plots import plt, save
+
+    fams = _families(cells)
+    n = max(1, len(fams))
+    cols = min(4, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols + 1.0, 2.5 * rows + 0.5), squeeze=False,
+                             layout="constrained")
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    im = None
+    for ax, (fam, cs) in zip(axes.flat, fams.items()):
+        Ns = sorted({c["N"] for c in cs})
+        ws = sorted({c["width"] for c in cs})
+        grid = np.full((len(ws), len(Ns)), np.nan)
+        for i, w in enumerate(ws):
+            for j, N in enumerate(Ns):
+                v = [c["test_acc"] for c in cs if c["N"] == N and c["width"] == w and c["test_acc"] is not None]
+                if v:
+                    grid[i, j] = float(np.mean(v))
+        im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", origin="lower", aspect="auto")
+        for i in range(len(ws)):
+            for j in range(len(Ns)):
+                txt = "–" if np.isnan(grid[i, j]) else f"{100 * grid[i, j]:.0f}"
+                ax.text(j, i, txt, ha="center", va="center", fontsize=8,
+                        color="w" if np.isnan(grid[i, j]) or grid[i, j] < 0.6 else "k")
+        ax.set_xticks(range(len(Ns)), [str(N) for N in Ns])
+        ax.set_yticks(range(len(ws)), [str(w) for w in ws])
+        ax.set_xlabel("length N")
+        ax.set_ylabel("width")
+        ax.set_title(fam, fontsize=9)
+    if im is not None:
+        fig.colorbar(im, ax=list(axes.flat), shrink=0.8, label="test accuracy")
+    fig.suptitle(f"{name}: test accuracy (%)", fontsize=10)
+    return save(fig, stem)
+
+
+def val_curves(cells: list[dict], name: str, stem: Path) -> list[Path]:
+    """Validation accuracy over training steps of each cell's selected learning rate, one panel
+    per length N (first seed), one line per model."""
+    from ..reporting.plots import MARKERS, plt, save
+
+    Ns = sorted({c["N"] for c in cells})
+    fig, axes = plt.subplots(1, max(1, len(Ns)), figsize=(3.4 * max(1, len(Ns)), 3.2), squeeze=False, sharey=True,
+                             layout="constrained")
+    labels = sorted({c["label"] for c in cells})
+    for ax, N in zip(axes[0], Ns):
+        for k, lab in enumerate(labels):
+            cs = [c for c in cells if c["N"] == N and c["label"] == lab and c["seed"] == 0 and c["runs"]]
+            if not cs:
+                continue
+            c = cs[0]
+            run = next((x for x in c["runs"] if x["lr"] == c["best_lr"]), c["runs"][0])
+            ax.plot([p[0] for p in run["curve"]], [p[1] for p in run["curve"]], marker=MARKERS[k % len(MARKERS)],
+                    markersize=3, label=lab)
+        ax.axhline(TARGET, color="grey", lw=0.8, ls="--")
+        ax.set_title(f"N = {N}", fontsize=9)
+        ax.set_xlabel("training steps")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("validation accuracy")
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"{name}: validation curves (selected lr)", fontsize=10)
+    return save(fig, stem)

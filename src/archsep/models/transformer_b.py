@@ -38,6 +38,10 @@ class TransformerB(SeqModel):
             return self.wq @ self.wk.transpose(1, 2)
         return self.wqk
 
+    def probe(self) -> dict:
+        """What the engine records at each curve point with train.probe: W_Q W_K^T per head."""
+        return {"qk": [[[round(v, 6) for v in row] for row in h] for h in self.qk_matrix().detach().cpu().tolist()]}
+
     def attention(self, z: torch.Tensor) -> torch.Tensor:
         """(B, H, L, L) attention weights."""
         if self.qk == "separate":

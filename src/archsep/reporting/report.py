@@ -278,36 +278,72 @@ def build(store: Store) -> tuple[str, dict]:
         results = [result_from_row(by_id[i]) for i in ids]
         meta = json.loads(sw["analysis"]) if sw else {}
         title = sw["name"] if sw else "runs outside any sweep"
-        a = analyze(results, meta.get("x", "task_params.N"), meta.get("separations"))
-        claims = [{"text": s["text"], "held": s["held"], "source": title,
-                   "verdict": _verdict(s)} for s in a["separations"]]
-        if sw and sw.get("preset"):
-            claims += _preset_claims(sw, results, title)
+        exp = _experiment_of(sw)
+        if exp is not None:  # a preset: its own analysis, claims, figures and text
+            summary = exp.analyze(results, meta.get("scale") or ("quick" if sw["quick"] else "full"))
+            claims = [{**c.to_dict(), "source": title} for c in summary.claims]
+            figs = _experiment_figures(exp, summary)
+            curves = figure_curves(results, analyze(results))
+            figs += [(f"{title}: held-out metric against samples", curves)] if curves else []
+            analyses.append({"sweep": title, "summary": summary.to_dict()})
+            sections.append(_experiment_section(sw, title, exp, summary, figs, results, by_id))
+        else:
+            a = analyze(results, meta.get("x", "task_params.N"), meta.get("separations"))
+            claims = [{"text": s["text"], "held": s["held"], "source": title,
+                       "verdict": _verdict(s)} for s in a["separations"]]
+            thr = ", ".join(sorted({str(r.config.get("train", {}).get("threshold")) for r in results}))
+            figs = [(f"{title}: samples to threshold ({thr}) against {a['x']}", figure_samples(a, thr)),
+                    (f"{title}: held-out metric against samples", figure_curves(results, a))]
+            figs = [f for f in figs if f[1]]
+            analyses.append({"sweep": title, **a})
+            sections.append(_sweep_section(sw, title, a, figs, results, by_id))
         all_claims += claims
-        thr = ", ".join(sorted({str(r.config.get("train", {}).get("threshold")) for r in results}))
-        figs = [(f"{title}: samples to threshold ({thr}) against {a['x']}", figure_samples(a, thr)),
-                (f"{title}: held-out metric against samples", figure_curves(results, a))]
-        figures += [(c, f) for c, f in figs if f]
-        analyses.append({"sweep": title, **a})
-        sections.append(_sweep_section(sw, title, a, [f for f in figs if f[1]], results, by_id))
+        figures += figs
     data = {"claims": all_claims, "analyses": analyses, "environment": environment(rows),
             "status": store.status()}
     return _page(store, data, sections), data
 
 
-def _preset_claims(sw: dict, results: list[RunResult], title: str) -> list[dict]:
-    """A preset's own claims (e.g. 'TF needs fewer samples at the largest N')."""
-    from ..experiments import PRESETS
+def _experiment_of(sw: dict | None):
+    """The registered experiment a sweep was planned from, if any (and if still known)."""
+    if not sw or not sw.get("preset"):
+        return None
+    from ..experiments import EXPERIMENTS
 
     try:
-        preset = PRESETS.get(sw["preset"])()
-        summary = preset.summarize(results, bool(sw["quick"]))
-    except Exception:  # noqa: BLE001 - a preset that cannot summarise partial data: report without it
-        return []
-    # its separation claims repeat ours; keep the others
-    return [{"text": c["text"], "held": bool(c["held"]), "source": f"{title} (preset)",
-             "verdict": "held" if c["held"] else "did not hold"}
-            for c in summary.get("claims", []) if "exponent" not in c["text"]]
+        return EXPERIMENTS.get(sw["preset"])()
+    except ArchsepError:
+        return None
+
+
+def _experiment_figures(exp, summary) -> list[tuple[str, str]]:
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            paths = exp.figures(summary, Path(tmp))
+        except Exception:  # noqa: BLE001 - partial data an experiment cannot draw yet: report without it
+            return []
+        for p in paths:
+            if p.suffix == ".png":
+                out.append((f"{summary.experiment} ({summary.scale}): {p.stem}", base64.b64encode(p.read_bytes()).decode()))
+    return out
+
+
+def _experiment_section(sw: dict, title: str, exp, summary, figs: list, results: list[RunResult], by_id: dict) -> str:
+    out = [f"<h2>{_e(title)}</h2>",
+           f"<p>preset <code>{_e(summary.experiment)}</code> at scale <code>{_e(summary.scale)}</code>: "
+           f"{_e(exp.description)}; sweep id <code>{_e(sw['sweep_id'])}</code>, {len(results)} finished run(s)</p>"]
+    for cap, b64 in figs:
+        out.append(f"<figure><img class='fig' alt='{_e(cap)}' src='data:image/png;base64,{b64}'>"
+                   f"<figcaption>{_e(cap)}</figcaption></figure>")
+    out.append(f"<h3>Summary</h3><pre>{_e(exp.text(summary))}</pre>")
+    from ..experiments.samples import SampleComplexityExperiment
+
+    if isinstance(exp, SampleComplexityExperiment):  # the same statistics any sweep gets
+        out.append(_samples_tables(analyze(results, f"task_params.{exp.axis}", [list(s) for s in exp.separations])))
+    out.append(_runs_table(results, by_id))
+    out.append(f"<details><summary>sweep file</summary><pre>{_e(sw['source'])}</pre></details>")
+    return "\n".join(out)
 
 
 def _sweep_section(sw: dict | None, title: str, a: dict, figs: list, results: list[RunResult],
@@ -319,6 +355,15 @@ def _sweep_section(sw: dict | None, title: str, a: dict, figs: list, results: li
     for cap, b64 in figs:
         out.append(f"<figure><img class='fig' alt='{_e(cap)}' src='data:image/png;base64,{b64}'>"
                    f"<figcaption>{_e(cap)}</figcaption></figure>")
+    out.append(_samples_tables(a))
+    out.append(_runs_table(results, by_id))
+    if sw:
+        out.append(f"<details><summary>sweep file</summary><pre>{_e(sw['source'])}</pre></details>")
+    return "\n".join(out)
+
+
+def _samples_tables(a: dict) -> str:
+    out = []
     if a["fits"]:
         out.append(f"<h3>Scaling exponents: samples &prop; {_e(a['x'])}<sup>&alpha;</sup></h3>")
         out.append(_table(["curve", "alpha", "95% bootstrap CI", "points", "note"],
@@ -338,6 +383,11 @@ def _sweep_section(sw: dict | None, title: str, a: dict, figs: list, results: li
                         str(p["n_error"]), _n(p["mean"]), f"[{_n(p['ci'][0])}, {_n(p['ci'][1])}]",
                         _e(p["median_text"]), _e(p["median_ci_text"])] for p in a["points"]],
                       {1, 2, 3, 4, 5, 6, 8}))
+    return "\n".join(out)
+
+
+def _runs_table(results: list[RunResult], by_id: dict) -> str:
+    out = []
     out.append("<h3>Runs</h3>")
     rows = []
     for r in sorted(results, key=lambda r: (str(r.config.get("label")), json.dumps(r.config.get("task_params"), sort_keys=True), r.config.get("seed", 0))):
@@ -346,18 +396,20 @@ def _sweep_section(sw: dict | None, title: str, a: dict, figs: list, results: li
         err = f"<pre>{_e(r.error)}</pre>" if r.error else ""
         rows.append([f"<code>{_e(r.run_id)}</code>", _e(r.config.get("label") or r.config.get("arch")),
                      _e(json.dumps(r.config.get("task_params"), sort_keys=True)), _e(r.config.get("seed")),
-                     f"<span class='{_e(r.status)}'>{_e(r.status)}</span>", _n(r.samples), _n(r.wall_s, "{:.1f}"),
+                     _n(r.config.get("train", {}).get("lr"), "{:g}"),
+                     f"<span class='{_e(r.status)}'>{_e(r.status)}</span>", _n(r.samples), _n(r.test_metric, "{:.4f}"),
+                     _n(r.wall_s, "{:.1f}"),
                      _e(row.get("finished_at", ""))[:19],
                      f"<details><summary>config</summary><pre>{_e(cfg)}</pre>{err}</details>"])
-    out.append(_table(["run", "arch", "task_params", "seed", "status", "samples", "wall s", "finished (UTC)",
-                       "config"], rows, {5, 6}))
-    if sw:
-        out.append(f"<details><summary>sweep file</summary><pre>{_e(sw['source'])}</pre></details>")
+    out.append(_table(["run", "arch", "task_params", "seed", "lr", "status", "samples", "test metric", "wall s",
+                       "finished (UTC)", "config"], rows, {4, 6, 7, 8}))
     return "\n".join(out)
 
 
 def _verdict(c: dict) -> str:
-    return "held" if c["held"] else ("no verdict" if c.get("blocked") else "did not hold")
+    if c["held"] is None or c.get("blocked"):
+        return "no verdict"
+    return "held" if c["held"] else "did not hold"
 
 
 def _held(c: dict) -> str:

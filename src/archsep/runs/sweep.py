@@ -48,7 +48,7 @@ from ..registry import _coerce
 TOP_KEYS = ("name", "description", "seeds", "base", "arms", "grid", "analysis")
 RUN_KEYS = ("task", "arch", "label", "seed", "task_params", "model_params", "train")
 PARAM_TABLES = ("task_params", "model_params", "train")
-ANALYSIS_KEYS = ("x", "separations")
+ANALYSIS_KEYS = ("x", "separations", "scale")
 MAX_RUNS = 100_000
 
 
@@ -61,6 +61,7 @@ class Sweep:
     preset: str | None = None
     quick: bool = False
     analysis: dict = field(default_factory=dict)
+    scale: str | None = None  # a preset's scale
 
     @property
     def sweep_id(self) -> str:
@@ -70,8 +71,8 @@ class Sweep:
 
 
 # --- loading ---------------------------------------------------------------------------------
-def load(spec: str | Path, quick: bool = False, device: str | None = None) -> Sweep:
-    """A sweep from a TOML file, or from a preset's name."""
+def load(spec: str | Path, scale: str = "full", device: str | None = None) -> Sweep:
+    """A sweep from a TOML file, or from a preset's name (at `scale`)."""
     path = Path(spec)
     if path.suffix.lower() == ".toml" or path.exists():
         if not path.exists():
@@ -83,25 +84,25 @@ def load(spec: str | Path, quick: bool = False, device: str | None = None) -> Sw
         except (OSError, UnicodeDecodeError) as e:
             raise ArchsepError(f"FILE: cannot read '{path}': {getattr(e, 'strerror', None) or e}") from None
         return parse(text, origin=str(path), default_name=path.stem, device=device)
-    return from_preset(str(spec), quick, device)
+    return from_experiment(str(spec), scale, device)
 
 
-def from_preset(name: str, quick: bool = False, device: str | None = None) -> Sweep:
-    from ..experiments import PRESETS
+def from_experiment(name: str, scale: str = "full", device: str | None = None) -> Sweep:
+    """The runs of a registered experiment (a preset) at one scale, as a sweep: `archsep sweep P`
+    and `archsep reproduce P` plan exactly the same runs."""
+    from ..experiments import EXPERIMENTS
 
     try:
-        preset = PRESETS.get(name)()
+        exp = EXPERIMENTS.get(name)()
     except ArchsepError as e:
         raise ArchsepError(f"{e} (or give a sweep file ending in .toml)") from None
-    configs = preset.configs(quick, device or "auto")
-    if not configs or not all(isinstance(c, RunConfig) for c in configs):
-        raise ArchsepError(f"preset: '{name}' is not a grid of training runs (it has its own procedure); "
-                           f"run it with `archsep reproduce {name}`")
-    full_name = name + ("-quick" if quick else "")
-    analysis = {"separations": [list(s) for s in getattr(preset, "separations", ())]}
+    exp.check_scale(scale)
+    configs = exp.plan(scale, device or "auto")
+    full_name = name if scale == "full" else f"{name}-{scale}"
+    analysis = {"separations": [list(s) for s in exp.separations], "scale": scale}
     return Sweep(full_name, configs, to_toml(configs, name=full_name, analysis=analysis,
-                                             description=f"preset {name}{' --quick' if quick else ''}"),
-                 origin=f"preset:{name}", preset=name, quick=quick, analysis=analysis)
+                                             description=f"preset {name} --scale {scale}"),
+                 origin=f"preset:{name}", preset=name, quick=scale == "quick", analysis=analysis, scale=scale)
 
 
 def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", device: str | None = None) -> Sweep:

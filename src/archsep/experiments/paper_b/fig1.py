@@ -1,8 +1,11 @@
-"""Paper B, Figure 1: samples to reach a test-MSE threshold against N (SPEC section 5)."""
+"""Paper B, Figure 1: samples to reach a test-MSE threshold against N (SPEC section 5).
+
+A template for a new sample-complexity figure: the architectures, two scales and the
+separations to check; `SampleComplexityExperiment` plans, analyzes and draws it."""
 from __future__ import annotations
 
-from ..base import PRESETS
-from ..samples import Arch, SampleComplexityPreset, Scale
+from ..base import EXPERIMENTS
+from ..samples import Arch, SampleComplexityExperiment, Scale
 
 TF = Arch("TF", "tf", {"heads": 1, "mlp_width": 100})
 FFN = Arch("FFN", "ffn", {})  # paper sizes [N*d*q, 1000]
@@ -12,8 +15,8 @@ GRU_SMALL = Arch("RNN", "rnn", {"cell": "gru", "hidden": 64})  # quick: same cel
 PAPER = {"lr": 1e-3, "weight_decay": 0.1, "batch_size": 64}
 
 
-@PRESETS.register("qstr-fig1a")
-class Fig1a(SampleComplexityPreset):
+@EXPERIMENTS.register("qstr-fig1a")
+class Fig1a(SampleComplexityExperiment):
     description = "1STR, linear link, d=10: samples to test MSE < 0.7 (paper B, Fig. 1a)"
     runtime = {"quick": "about 1-2 min (2 CPU cores)", "full": "about 28 min (2 CPU cores)"}
     published = {"TF": {2: 2900, 12: 17100}, "RNN": {2: 1500, 12: 73800}, "FFN": {2: 2000, 12: 115000}}
@@ -26,8 +29,8 @@ class Fig1a(SampleComplexityPreset):
     separations = (("TF", "FFN"), ("TF", "RNN"))
 
 
-@PRESETS.register("qstr-fig1b")
-class Fig1b(SampleComplexityPreset):
+@EXPERIMENTS.register("qstr-fig1b")
+class Fig1b(SampleComplexityExperiment):
     description = "simple-1STR, linear link, d=10: samples to test MSE < 0.02 (paper B, Fig. 1b)"
     runtime = {"quick": "about 2-3 min (2 CPU cores)", "full": "hours on CPU; meant for a GPU"}
     published = {"TF": {25: 118000, 33: 168000}, "RNN": {25: 103000, 33: 165000}, "FFN": {25: 241000, 33: 629000}}

@@ -1,0 +1,37 @@
+"""Paper A, Figure 3: index lookup with Mamba-style models across widths and lengths."""
+from __future__ import annotations
+
+from ...results import Claim
+from ..base import EXPERIMENTS
+from ..size import SizeExperiment, SizeScale, mamba, pct
+
+
+@EXPERIMENTS.register("mamba-width")
+class MambaWidth(SizeExperiment):
+    description = "Index lookup with Mamba-style models across widths and lengths (paper A, Fig. 3)"
+    runtime = {"quick": "about 5 min (2 CPU cores)", "full": "hours; meant for a GPU"}
+    task = "index-lookup"
+    full = SizeScale(Ns=(20, 50, 100, 200, 400), archs=(mamba((32, 64, 128, 256, 512)),),
+                     lrs=(1e-3, 3e-4, 1e-4), steps=20_000, eval_every=250, val_size=2000, seeds=1)
+    quick = SizeScale(Ns=(10, 20, 40), archs=(mamba((16, 32, 64), d_state=8),),
+                      lrs=(3e-3,), steps=1500, eval_every=100, val_size=500, test_size=2000)
+
+    def claims(self, table: dict, s: SizeScale) -> list[Claim]:
+        widths = s.archs[0].widths
+        lo, hi = min(s.Ns), max(s.Ns)
+        falls = [(w, self.acc(table, f"Mamba-{w}", lo, w), self.acc(table, f"Mamba-{w}", hi, w)) for w in widths]
+        out = [Claim("trend", "At every width, Mamba's accuracy is lower at the largest N than at the smallest ("
+                     + "; ".join(f"w={w}: {pct(a)} -> {pct(b)}" for w, a, b in falls) + ")",
+                     all(a is not None and b is not None and b < a for _, a, b in falls),
+                     {"by_width": {w: [a, b] for w, a, b in falls}})]
+
+        def mean(w: int) -> float | None:
+            v = [self.acc(table, f"Mamba-{w}", N, w) for N in s.Ns]
+            return None if any(x is None for x in v) else sum(v) / len(v)
+
+        narrow, wide = mean(min(widths)), mean(max(widths))
+        out.append(Claim("ordering", f"Wider is better: averaged over N, Mamba-{max(widths)} beats Mamba-{min(widths)} "
+                                     f"by >= 2 points ({pct(wide)} vs {pct(narrow)})",
+                         wide is not None and narrow is not None and wide >= narrow + 0.02,
+                         {"wide": wide, "narrow": narrow}))
+        return out

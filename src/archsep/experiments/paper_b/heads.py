@@ -1,0 +1,126 @@
+"""Paper B, Propositions 3/4: with H < q heads a one-layer Transformer stalls above
+1 - H(q+d)/(qd) on the norm2 link; with H >= q heads it learns."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...config import RunConfig, TrainConfig
+from ...results import Claim, RunResult, Summary
+from ..base import EXPERIMENTS, Experiment, claim_lines
+
+
+def heads_bound(H: int, q: int, d: int) -> float:
+    """Paper B Prop. 3: with H < q heads the risk on norm2 is at least 1 - H(q+d)/(qd)
+    (in units of the label variance)."""
+    return max(0.0, 1.0 - H * (q + d) / (q * d)) if H < q else 0.0
+
+
+@dataclass(frozen=True)
+class HeadsScale:
+    qs: tuple[int, ...]
+    N: int
+    d: int
+    seeds: int
+    train: dict
+    mlp_width: int = 100
+
+
+@EXPERIMENTS.register("qstr-heads")
+class Heads(Experiment):
+    description = "qSTR, norm2 link: H < q heads stall above 1 - H(q+d)/(qd), H >= q learn (paper B Prop. 3/4)"
+    runtime = {"quick": "about 4-7 min (2 CPU cores)", "full": "about 1 h on 2 CPU cores; minutes on a GPU"}
+    common = {"lr": 1e-3, "weight_decay": 0.1, "batch_size": 64, "threshold": 0.01, "eval_mode": "every",
+              "stop_at_threshold": False}
+    full = HeadsScale(qs=(2, 3), N=20, d=10, seeds=3,
+                      train={**common, "budget": 1_000_000, "eval_every": 100, "eval_size": 5000})
+    quick = HeadsScale(qs=(2, 3), N=10, d=10, seeds=1,
+                       train={**common, "budget": 256_000, "eval_every": 100, "eval_size": 2000})
+    tolerance = 0.02  # held-out noise allowed when checking a floor
+
+    def scale(self, name: str) -> HeadsScale:
+        return getattr(self, self.check_scale(name))
+
+    def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
+        s = self.scale(scale)
+        train = TrainConfig(**{**s.train, "device": device})
+        return [RunConfig("qstr", "tf", {"N": s.N, "q": q, "d": s.d, "link": "norm2"},
+                          {"heads": H, "mlp_width": s.mlp_width}, train, seed, f"q{q}-H{H}")
+                for q in s.qs for H in range(1, q + 2) for seed in range(s.seeds)]
+
+    def analyze(self, results: list[RunResult], scale: str) -> Summary:
+        s = self.scale(scale)
+        by: dict[tuple[int, int], list[RunResult]] = defaultdict(list)
+        for r in results:
+            by[(r.config["task_params"]["q"], r.config["model_params"]["heads"])].append(r)
+        rows = []
+        for (q, H), rs in sorted(by.items()):
+            best = [r.best_metric for r in rs if r.best_metric is not None]
+            final = [r.final_metric for r in rs if r.final_metric is not None]
+            rows.append({"q": q, "H": H, "runs": len(rs), "errors": sum(r.status in ("error", "diverged") for r in rs),
+                         "bound": round(heads_bound(H, q, s.d), 4) if H < q else None,
+                         "best_mse": float(np.mean(best)) if best else None,
+                         "final_mse": float(np.mean(final)) if final else None})
+        claims = []
+        for q in s.qs:
+            few = [r for r in rows if r["q"] == q and r["H"] < q and r["best_mse"] is not None]
+            many = [r for r in rows if r["q"] == q and r["H"] >= q and r["best_mse"] is not None]
+            if few:
+                held = all(r["best_mse"] >= r["bound"] - self.tolerance for r in few)
+                claims.append(Claim("floor", f"q={q}: every H < q stays above its floor 1 - H(q+d)/(qd) "
+                                             f"({_list(few, True)})", bool(held),
+                                    {"q": q, "best_mse": {r["H"]: r["best_mse"] for r in few},
+                                     "bound": {r["H"]: r["bound"] for r in few}}))
+            if few and many:
+                floor = min(r["best_mse"] for r in few)
+                held = all(r["best_mse"] < floor - self.tolerance for r in many)
+                claims.append(Claim("ordering", f"q={q}: every H >= q learns below the best H < q run ({floor:.3f}): "
+                                                f"{_list(many, False)}", bool(held),
+                                    {"q": q, "floor": floor, "best_mse": {r["H"]: r["best_mse"] for r in many}}))
+            for r in many:  # information, not a claim: a budget-limited run may still be above it
+                r["below_q-1_head_floor"] = bool(r["best_mse"] < heads_bound(q - 1, q, s.d))
+        data = {"N": s.N, "d": s.d, "budget": int(s.train["budget"]), "seeds": s.seeds, "rows": rows}
+        return Summary(self.registry_name, scale, data, claims, results)
+
+    def figures(self, summary: Summary, out: Path) -> list[Path]:
+        from ...reporting.plots import plt, save
+
+        rows, d = summary.data["rows"], summary.data["d"]
+        qs = sorted({r["q"] for r in rows})
+        fig, axes = plt.subplots(1, len(qs), figsize=(5 * len(qs), 3.8), squeeze=False)
+        for ax, q in zip(axes[0], qs):
+            for H in range(1, q + 2):
+                rs = [r for r in summary.results
+                      if r.config["task_params"]["q"] == q and r.config["model_params"]["heads"] == H]
+                for i, r in enumerate(rs):
+                    if r.curve:
+                        ax.plot(*zip(*r.curve), color=f"C{H - 1}", alpha=0.9, label=f"H={H}" if i == 0 else None)
+                if H < q:
+                    ax.axhline(heads_bound(H, q, d), color=f"C{H - 1}", ls="--", lw=1,
+                               label=f"floor H={H}: {heads_bound(H, q, d):.2f}")
+            ax.set_title(f"q={q}, norm2, N={summary.data['N']}, d={d}")
+            ax.set_xlabel("samples")
+            ax.set_ylabel("held-out MSE")
+            ax.set_ylim(0, 1.1)
+            ax.legend(fontsize=7)
+        return save(fig, out / "figure")
+
+    def text(self, summary: Summary) -> str:
+        s = summary.data
+        lines = [f"{summary.experiment} ({summary.scale}): N={s['N']}, d={s['d']}, "
+                 f"budget {s['budget']} samples, {s['seeds']} seed(s), {summary.wall_s or 0:.0f}s",
+                 f"  {'q':>2} {'H':>2} {'best MSE':>9} {'final MSE':>10} {'floor (H<q)':>12} {'below (q-1)-head floor':>23}"]
+        for r in s["rows"]:
+            b = "-" if r["bound"] is None else f"{r['bound']:.3f}"
+            bm = "n/a" if r["best_mse"] is None else f"{r['best_mse']:.3f}"
+            fm = "n/a" if r["final_mse"] is None else f"{r['final_mse']:.3f}"
+            below = {True: "yes", False: "no", None: "-"}[r.get("below_q-1_head_floor")]
+            lines.append(f"  {r['q']:>2} {r['H']:>2} {bm:>9} {fm:>10} {b:>12} {below:>23}")
+        return "\n".join(lines + claim_lines(summary.claims))
+
+
+def _list(rows: list[dict], with_bound: bool) -> str:
+    return ", ".join(f"H={r['H']}: {r['best_mse']:.3f}" + (f" vs {r['bound']:.3f}" if with_bound else "") for r in rows)
