@@ -1,10 +1,12 @@
 """Paper-A models: tf-preln, lstm, mamba, dss. Shapes on token and vector tasks, causality,
 scan equivalence, state size by counting, stacking under vmap, a small learning test."""
+import copy
+
 import pytest
 import torch
 
 from archsep.errors import ArchsepError
-from archsep.models import make_model_config
+from archsep.models import MODELS, make_model_config
 from archsep.models.mamba import fused_scan, scan_parallel, scan_sequential
 from archsep.engine.stack import Stacked
 from archsep.tasks.base import TaskSpec
@@ -269,3 +271,31 @@ def test_cuda_kernel_is_never_used_under_vmap():
     x = torch.randn(3, 4)
     assert not _under_vmap(x)
     assert torch.vmap(lambda t: t.sum() * 0 + float(_under_vmap(t)))(x).tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("arch", MODELS.names())
+def test_readout_pruning_is_exact_for_every_model(arch):
+    """A model told to compute only what a last-position task reads gives that position's
+    output and gradients as the full model does (to rounding); models that cannot prune
+    return the full output unchanged."""
+    from archsep.tasks import TASKS
+
+    task = TASKS.build("index-lookup", N=24)
+    small = {**{a: p for a, p in reversed(SMALL)}, "ffn": {"embed": 4, "hidden": [16]}, "tf": {"embed": 8}}
+    assert arch in small, f"add small parameters for the new model '{arch}' to this test"
+    params = small[arch]
+    torch.manual_seed(0)
+    full = make_model_config(arch, **params).build(task.spec)
+    pruned = copy.deepcopy(full)
+    pruned.prune_to_readout()
+    b = task.sample_test(16, torch.Generator().manual_seed(0))
+    a, p = full(b.x), pruned(b.x)
+    assert p.shape[1] in (1, a.shape[1])
+    assert (a[:, -1] - p[:, -1]).abs().max().item() < 1e-6
+    task.loss(a, b).backward()
+    task.loss(p, b).backward()
+    for (n, pa), (_, pp) in zip(full.named_parameters(), pruned.named_parameters()):
+        if pa.grad is not None:
+            torch.testing.assert_close(pp.grad, pa.grad, rtol=1e-4, atol=1e-6, msg=n)
+    if arch == "tf-preln":
+        assert p.shape[1] == 1  # the Transformer really pruned

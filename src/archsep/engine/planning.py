@@ -41,6 +41,7 @@ def _count_step_flops(cfg: RunConfig) -> float:
 
     task = cfg.build_task()
     model = cfg.model_config().build(task.spec)
+    model.prune_to_readout()  # as the engine trains it
     batch = task.sample(cfg.train.batch_size, torch.Generator().manual_seed(0))
     with FlopCounterMode(display=False) as fc:
         task.loss(model(batch.x), batch).backward()

@@ -163,6 +163,7 @@ def _train_group(cfgs: list[RunConfig], stacked: bool) -> list[RunResult]:
         task = c.build_task()
         torch.manual_seed(c.derived_seed("init"))
         model = c.model_config().build(task.spec).to(dev)
+        model.prune_to_readout()
         models.append(model)
         tracks.append(_Track(c, task, held_out_set(c, task, dev), Stream(c, task, dev),
                              model.n_params(), model.state_size(task.spec.seq_len), t0))

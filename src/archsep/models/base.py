@@ -30,6 +30,11 @@ class SeqModel(nn.Module):
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
+    def prune_to_readout(self) -> None:
+        """Let the model compute only the positions its task reads (the engine calls this; a
+        pruned model may return fewer positions, e.g. (B, 1, C) for readout 'last'). A model
+        that cannot prune ignores it."""
+
     def state_size(self, seq_len: int) -> int | None:
         """Floats a recurrent model carries from one position to the next (None: not recurrent).
         For an attention model this is a KV cache that grows with the length, reported by

@@ -55,11 +55,24 @@ class SelfAttention(nn.Module):
         q, k, _ = self._qkv(h)
         return self._weights(q, k)
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
         # explicit softmax(QK^T/sqrt(d)) V rather than the fused SDPA kernel: it vmaps natively
         # (the engine stacks models with vmap) and is exactly what `weights` reports
+        if last_only:
+            return self._last(h)
         q, k, v = self._qkv(h)
         return self.proj((self._weights(q, k) @ v).transpose(1, 2).flatten(2))
+
+    def _last(self, h: torch.Tensor) -> torch.Tensor:
+        """The output at the last position only: its query against every key (B, 1, W)."""
+        B, L, W = h.shape
+        dh = W // self.heads
+        wq, wkv = self.qkv.weight.split([W, 2 * W])
+        bq, bkv = self.qkv.bias.split([W, 2 * W])
+        q = nn.functional.linear(h[:, -1:], wq, bq).view(B, 1, self.heads, dh).transpose(1, 2)  # (B, H, 1, dh)
+        k, v = nn.functional.linear(h, wkv, bkv).view(B, L, 2, self.heads, dh).permute(2, 0, 3, 1, 4)
+        att = (q @ k.transpose(-1, -2) / math.sqrt(dh)).softmax(-1)  # the last position sees all: no mask
+        return self.proj((att @ v).transpose(1, 2).flatten(2))
 
 
 class Block(nn.Module):
@@ -69,8 +82,9 @@ class Block(nn.Module):
         self.attn = SelfAttention(width, heads, causal)
         self.mlp = nn.Sequential(nn.Linear(width, mlp_width), nn.GELU(), nn.Linear(mlp_width, width))
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        h = h + self.attn(self.ln1(h))
+    def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        a = self.ln1(h)
+        h = h[:, -1:] + self.attn(a, last_only=True) if last_only else h + self.attn(a)
         return h + self.mlp(self.ln2(h))
 
 
@@ -92,6 +106,15 @@ class PreLNTransformer(SeqModel):
         self.blocks = nn.ModuleList(Block(width, cfg.heads, mlp_width, cfg.causal) for _ in range(cfg.layers))
         self.ln_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, spec.output_dim)
+        self.readout_last = spec.readout == "last" and cfg.pool == "none"
+        self.readout_only = False  # set by `prune_to_readout`
+
+    def prune_to_readout(self) -> None:
+        """Compute only what the task reads: for a task read at the last position, the last
+        block needs that position's query alone (the keys and values of every position still),
+        and the output is (B, 1, C). Exact: the same numbers as the last position of the full
+        output, to rounding."""
+        self.readout_only = self.readout_last
 
     def _embed(self, x: torch.Tensor) -> torch.Tensor:
         L = x.shape[1]
@@ -101,9 +124,9 @@ class PreLNTransformer(SeqModel):
         return h if self.pos is None else h + self.pos[:L]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self._embed(x)
-        for block in self.blocks:
-            h = block(h)
+        h = self._embed(x)  # (B, L, W)
+        for i, block in enumerate(self.blocks):
+            h = block(h, last_only=self.readout_only and i == len(self.blocks) - 1)  # (B, 1, W) if pruned
         h = self.ln_f(h)
         if self.pool == "mean":  # mean over the positions each output may see
             if self.causal:

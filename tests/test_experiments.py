@@ -1,0 +1,101 @@
+"""Every preset on the same machinery: its runs are rows of archsep.db, `archsep sweep P` plans
+the same runs as `reproduce`, status/export/report read any preset's store, and a kill -9 of a
+paper-A reproduction loses and duplicates nothing."""
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+
+import pandas as pd
+import pytest
+
+from archsep.cli import main
+from archsep.experiments import EXPERIMENTS
+from archsep.experiments.size import SizeExperiment, SizeScale, lstm, tf
+from archsep.runs import sweep as sw
+from archsep.runs.store import DB_NAME, open_store
+from sweep_util import ARCHSEP, cli, env
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS.names())
+def test_every_experiment_plans_runs_with_unique_ids_at_every_scale(name):
+    exp = EXPERIMENTS.get(name)()
+    assert "quick" in exp.scales and "full" in exp.scales
+    for scale in exp.scales:
+        cfgs = exp.plan(scale)
+        ids = [c.run_id for c in cfgs]
+        assert cfgs and len(set(ids)) == len(ids)
+        assert ids == [c.run_id for c in sw.from_experiment(name, scale).configs]  # sweep P = reproduce P
+
+
+class TinyLookup(SizeExperiment):
+    task = "index-lookup"
+    quick = full = SizeScale(Ns=(6, 8), archs=(tf(1, (16,), heads=1), lstm((8,))), lrs=(3e-3, 1e-3), steps=40,
+                             eval_every=20, val_size=100, test_size=200)
+
+
+def test_a_size_preset_reads_through_status_export_and_report(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(EXPERIMENTS._items, "tiny-lookup", TinyLookup)
+    TinyLookup.registry_name = "tiny-lookup"
+    out = tmp_path / "r"
+    assert main(["reproduce", "tiny-lookup", "--quick", "--out", str(out), "--workers", "1", "--no-progress"]) == 0
+    assert main(["status", str(out)]) == 0
+    assert "8 finished, 0 pending" in capsys.readouterr().out
+    assert main(["export", str(out), "--format", "csv", "-o", str(tmp_path / "runs.csv")]) == 0
+    df = pd.read_csv(tmp_path / "runs.csv")
+    assert len(df) == 8 and df["test_metric"].notna().all() and set(df["train.lr"]) == {3e-3, 1e-3}
+    assert main(["report", str(out), "-o", str(tmp_path / "r.html")]) == 0
+    html = (tmp_path / "r.html").read_text()
+    assert "tiny-lookup" in html and "heatmaps" in html and "test metric" in html
+    # `archsep sweep` of the preset into a fresh directory plans the same run ids
+    capsys.readouterr()
+    assert main(["sweep", "tiny-lookup", "--quick", "--dry-run"]) == 0
+    listed = {line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]}
+    with open_store(out, create=False) as st:
+        assert listed == {r["run_id"] for r in st.rows()}
+
+
+def _rows(db) -> dict[str, tuple]:
+    if not db.exists():
+        return {}
+    con = sqlite3.connect(db)
+    try:
+        return {r[0]: r for r in con.execute("SELECT run_id, test_metric, committed_at, curve FROM runs")}
+    except sqlite3.Error:
+        return {}
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
+def test_kill_9_during_a_paper_a_reproduction_then_rerun_loses_and_duplicates_nothing(tmp_path):
+    out = tmp_path / "lookup"
+    db = out / DB_NAME
+    p = subprocess.Popen([*ARCHSEP, "reproduce", "lookup-fig2", "--quick", "--out", str(out), "--workers", "2",
+                          "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(),
+                         start_new_session=True)
+    try:
+        deadline = time.time() + 240
+        while len(_rows(db)) < 1 and time.time() < deadline and p.poll() is None:
+            time.sleep(0.1)
+        os.killpg(p.pid, signal.SIGKILL)  # the driver and its workers, mid-reproduction
+    finally:
+        p.wait(timeout=30)
+    assert p.returncode == -signal.SIGKILL
+    before = _rows(db)
+    assert 1 <= len(before) < 6, f"the kill should land mid-run, {len(before)} of 6 were done"
+    r = cli("reproduce", "lookup-fig2", "--quick", "--out", out, "--workers", "2", timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert f"{6 - len(before)} to run, {len(before)} already done" in r.stderr
+    after = _rows(db)
+    with open_store(out, create=False) as st:
+        planned = {q["run_id"] for q in st.planned()}
+        assert st.status()["pending"] == 0
+    assert set(after) == planned and len(after) == 6  # every run once: run_id is the key
+    for rid, row in before.items():  # finished runs were kept, not recomputed
+        assert after[rid] == row
+    cells = pd.read_csv(out / "runs.csv")
+    assert len(cells) == 6 and cells["test_acc"].notna().all()
