@@ -70,3 +70,41 @@ def test_transformer_b_knows_positions_only_through_the_codes_in_its_input():
 def test_bad_model_parameters_name_the_field(arch, params, field):
     with pytest.raises(ArchsepError, match=field):
         make_model_config(arch, **params)
+
+
+def test_the_authors_form_is_torchs_multihead_attention_then_the_mlp():
+    """form='authors' computes what the authors' nn.MultiheadAttention(D, 1) + MLP computed, with
+    torch's initialisation (Xavier in-projection, zero biases): small initial scores."""
+    import torch
+
+    from archsep.models import MODELS
+    from archsep.tasks import TASKS
+
+    task = TASKS.build("qstr", N=12, seed=0)
+    torch.manual_seed(0)
+    m = MODELS.build("tf", form="authors").build(task.spec)
+    x = task.sample(32, torch.Generator().manual_seed(0)).x
+    D = task.spec.input_dim
+    mha = torch.nn.MultiheadAttention(D, 1, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(m.in_proj.weight)
+        mha.in_proj_bias.copy_(m.in_proj.bias)
+        mha.out_proj.weight.copy_(m.out_proj.weight)
+        mha.out_proj.bias.copy_(m.out_proj.bias)
+        ref = m.mlp(mha(x, x, x, need_weights=False)[0])
+        torch.testing.assert_close(m(x), ref, rtol=1e-5, atol=1e-6)
+        assert float(m.in_proj.bias.abs().max()) == 0.0
+        q, k, _ = m.in_proj(x).chunk(3, -1)
+        scores_authors = (q @ k.transpose(1, 2) / D**0.5).std()
+        theory = MODELS.build("tf").build(task.spec)
+        scores_theory = (torch.einsum("bid,hde->bhie", x, theory.wq) @ torch.einsum("bjd,hde->bhej", x, theory.wk)).std()
+    assert scores_authors < 0.5 < 1.5 < scores_theory  # the audit's 0.2-0.3 against 2.1-2.8
+
+
+def test_the_form_is_part_of_a_runs_identity_but_old_theory_runs_keep_theirs():
+    from archsep.config import RunConfig
+
+    theory = RunConfig("qstr", "tf", {"N": 4}, {})
+    assert "form" not in theory.canonical()["model_params"]  # runs stored before the option: same id
+    assert RunConfig("qstr", "tf", {"N": 4}, {"form": "theory"}).run_id == theory.run_id
+    assert RunConfig("qstr", "tf", {"N": 4}, {"form": "authors"}).run_id != theory.run_id

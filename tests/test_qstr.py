@@ -114,3 +114,40 @@ def test_same_seed_same_data_different_seed_different_data():
 def test_bad_parameters_name_the_field(params, field):
     with pytest.raises(ArchsepError, match=field):
         make_task("qstr", **params)
+
+
+def test_the_prop3_distribution_is_the_one_the_few_heads_floor_is_proved_for():
+    import torch
+
+    from archsep.tasks import TASKS
+
+    t = TASKS.build("qstr", N=20, q=2, d=10, link="norm2", distribution="prop3")
+    b = t.sample(4000, torch.Generator().manual_seed(0))
+    half = 10
+    assert t.spec.readout == "mask" and bool(b.mask[:, half:].all()) and not bool(b.mask[:, :half].any())
+    assert float(b.x[:, half:, :10].abs().max()) == 0.0  # the second half's tokens are 0
+    assert bool((b.tuples[:, half:] == torch.tensor([0, 1])).all())  # and they all ask for t = (1, 2)
+    assert bool((b.tuples[:, :half] < half).all())  # the first half retrieves first-half tokens
+    y = b.y[b.mask]
+    assert abs(float(y.var()) - 1) < 0.1 and abs(float(y.mean())) < 0.1  # unit variance: baseline MSE 1
+    # the second half's label is one function of x_1, x_2, the same at every second-half position
+    assert torch.allclose(b.y[:, half:], b.y[:, half:half + 1].expand(-1, half))
+    assert "distribution" not in TASKS.build("qstr", N=8).params()  # old qstr runs keep their ids
+
+
+def test_the_as_published_held_out_set_is_simple_qstr_and_only_for_qstr():
+    import pytest
+    import torch
+
+    from archsep.config import RunConfig, TrainConfig
+    from archsep.engine.evaluation import held_out_set
+    from archsep.errors import ArchsepError
+
+    cfg = RunConfig("qstr", "tf", {"N": 6}, {}, TrainConfig(heldout="as-published"))
+    task = cfg.build_task()
+    b = held_out_set(cfg, task)
+    assert bool((b.tuples == b.tuples[:, :1]).all())  # one tuple per prompt: the authors' test set
+    ours = held_out_set(RunConfig("qstr", "tf", {"N": 6}, {}), task)
+    assert not bool((ours.tuples == ours.tuples[:, :1]).all())
+    with pytest.raises(ArchsepError, match="train.heldout"):
+        RunConfig("dyck", "lstm", {"N": 4}, {}, TrainConfig(heldout="as-published"))

@@ -17,7 +17,8 @@ from .tasks import TASKS, Task
 FORMAT_VERSION = 1  # bump when the meaning of a stored result changes
 # TrainConfig fields added after format 1: part of a run's identity only when not at their
 # default, so every run stored before they existed keeps its id
-_LATER_TRAIN_FIELDS = {"keep_best": False, "test_size": 0, "train_set_size": 0, "probe": False}
+_LATER_TRAIN_FIELDS = {"keep_best": False, "test_size": 0, "train_set_size": 0, "probe": False,
+                       "heldout": "training"}
 # seed roles of the sets a run draws: with a test set, the held-out set is its validation set
 HELD_OUT_ROLE, VALIDATION_ROLE, TEST_ROLE = "test", "validation", "size-test"
 
@@ -55,6 +56,10 @@ class TrainConfig:
     # (reshuffled from the training stream), as in paper B's Figure 2
     train_set_size: int = 0
     probe: bool = False  # record the model's `probe()` (e.g. its W_Q W_K^T) at each curve point
+    # the held-out set: "training" (the training distribution, or length N for tasks trained on
+    # variable lengths), or "as-published" (the authors' protocol where it differs: qSTR
+    # held-out prompts drawn as simple-qSTR, see tasks/qstr.py)
+    heldout: Literal["training", "as-published"] = "training"
     device: str = "auto"
 
     def __post_init__(self) -> None:
@@ -108,6 +113,8 @@ class RunConfig:
     def __post_init__(self) -> None:
         task = self.build_task()  # validate eagerly: a bad config fails before anything runs
         self.model_config()
+        check(self.train.heldout == "training" or hasattr(task, "sample_as_published"), "train.heldout",
+              f"'as-published' is defined for tasks whose authors' protocol differs (qstr), not for '{self.task}'")
         check(self.train.train_set_size == 0 or task.fixed_shapes, "train.train_set_size",
               f"needs a task whose training examples share one shape; task '{self.task}' draws "
               "variable lengths (set task_params.train_lengths = 'fixed')")

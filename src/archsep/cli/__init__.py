@@ -28,6 +28,8 @@ def _positive_int(field: str):
 def add_scale_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", help="quick | full (default) | a preset's other scales, e.g. cpu")
     p.add_argument("--quick", action="store_true", help="shorthand for --scale quick")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="with a preset: set a field of every run, e.g. train.weight_decay=0.1 (repeatable)")
 
 
 def scale_of(a: argparse.Namespace, default: str = "full") -> str:
@@ -40,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ..experiments import PRESETS
 
     p = _Parser(prog="archsep", description="Architecture separations: Transformers vs FFNs and RNNs.")
+    from .. import __version__
+
+    p.add_argument("--version", action="version", version=f"archsep {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
 
     r = sub.add_parser("reproduce", help="run a figure preset end to end")
@@ -70,8 +75,10 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     exp = EXPERIMENTS.get(a.preset)()  # unknown preset or scale -> one-line error before any work
     scale = exp.check_scale(scale_of(a))
     check_executor(a)
+    from ..runs.sweep import parse_set
+
     summary = reproduce(a.preset, scale, a.out, a.workers, a.device, progress=not a.no_progress,
-                        executor=a.executor, address=a.address)
+                        executor=a.executor, address=a.address, overrides=parse_set(a.set))
     print(exp.text(summary))
     return 0
 
@@ -96,16 +103,31 @@ from ..constructions.cli import cmd_construct  # noqa: E402
 COMMANDS["construct"] = cmd_construct
 
 
+FLAGS = ("out", "executor", "address", "workers", "set", "format", "scale")  # fields the CLI sets by flag
+
+
+def as_flags(message: str) -> str:
+    """The library names the fields it checks ('out: ...'); on the command line they are flags."""
+    head, sep, rest = message.partition(":")
+    return f"--{head}{sep}{rest}".replace("with executor ray", "with --executor ray") if sep and head in FLAGS \
+        else message
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.cmd](args)
     except ArchsepError as e:
-        print(f"archsep: error: {e}", file=sys.stderr)
+        print(f"archsep: error: {as_flags(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("archsep: interrupted; finished runs are saved and will be reused", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `archsep ... | head`: the reader left, nothing is wrong
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

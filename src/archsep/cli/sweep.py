@@ -51,9 +51,9 @@ def check_executor(a: argparse.Namespace) -> None:
     if a.executor not in EXECUTORS:
         from ..errors import unknown
 
-        raise unknown("--executor", a.executor, EXECUTORS)
+        raise unknown("executor", a.executor, EXECUTORS)
     if a.address is not None and a.executor != "ray":
-        raise ArchsepError("--address: only used with --executor ray")
+        raise ArchsepError("address: only used with executor ray")
     if a.address is not None:
         from ..runs.executors import _probe
 
@@ -70,7 +70,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from . import scale_of
 
     check_executor(a)
-    s = sw.load(a.spec, scale_of(a), a.device)
+    s = sw.load(a.spec, scale_of(a), a.device, sw.parse_set(a.set))
     if a.print_toml:
         sys.stdout.write(s.source)
         return 0

@@ -91,7 +91,7 @@ def run_construction(name: str, Ns: Sequence[int] | None = None, out: str | Path
         try:
             d.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise ArchsepError(f"--out: cannot write to '{d}': {e.strerror or e}") from None
+            raise ArchsepError(f"out: cannot write to '{d}': {e.strerror or e}") from None
         paths.append(write_csv(rows, d / f"{name}.csv"))
         paths += c.plot(rows, d / name)
     return rows, paths

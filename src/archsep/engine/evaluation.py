@@ -34,7 +34,10 @@ def held_out_set(cfg: RunConfig, task: Task, device: torch.device | str = "cpu")
     task trained on variable lengths, that distribution at exactly length N (paper A). A run
     with a test set uses it as its validation set."""
     role = VALIDATION_ROLE if cfg.train.test_size else HELD_OUT_ROLE
-    return task.sample_test(cfg.train.eval_size, torch.Generator(device).manual_seed(cfg.derived_seed(role)))
+    g = torch.Generator(device).manual_seed(cfg.derived_seed(role))
+    if cfg.train.heldout == "as-published":
+        return task.sample_as_published(cfg.train.eval_size, g)  # type: ignore[attr-defined]
+    return task.sample_test(cfg.train.eval_size, g)
 
 
 def test_set(cfg: RunConfig, task: Task, device: torch.device | str = "cpu") -> Batch:

@@ -13,7 +13,9 @@ from ..runs.runner import run_configs
 from ..runs.store import prepare_out
 from .base import EXPERIMENTS, write_json
 
-LEGACY_FILES = ("cells.jsonl", "results.jsonl")  # what archsep wrote before every run went to the store
+# the per-preset JSON-lines stores of archsep before every run went to archsep.db (paper A's
+# cells, Figure 2's runs): a directory holding one is refused, not silently mixed
+LEGACY_FILES = tuple(f"{stem}.jsonl" for stem in ("cells", "results"))
 
 
 def default_workers() -> int:
@@ -33,18 +35,19 @@ def check_out(out_dir: Path) -> None:
 
 def reproduce(name: str, scale: str = "full", out: str | Path | None = None, workers: int | None = None,
               device: str = "auto", progress: bool = True, executor: str = "local",
-              address: str | None = None) -> Summary:
-    """Run experiment `name` at `scale`; returns its summary (also written to OUT)."""
-    from ..runs.sweep import from_experiment
+              address: str | None = None, overrides: dict | None = None) -> Summary:
+    """Run experiment `name` at `scale` (with `overrides` of every run's fields, e.g.
+    {"train.weight_decay": 0.1}); returns its summary (also written to OUT)."""
+    from ..runs.sweep import from_experiment, override_suffix
 
     exp = EXPERIMENTS.get(name)()
     exp.check_scale(scale)
-    out_dir = Path(out) if out is not None else default_out(name, scale)
+    sweep = from_experiment(name, scale, device, overrides)  # registered in the store: `archsep status OUT` sees the plan
+    out_dir = Path(out) if out is not None else Path(str(default_out(name, scale)) + override_suffix(overrides))
     if out_dir.is_dir():
         check_out(out_dir)
     out_dir = prepare_out(out_dir)
     t0 = time.perf_counter()
-    sweep = from_experiment(name, scale, device)  # registered in the store: `archsep status OUT` sees the plan
     results = run_configs(sweep.configs, out_dir, workers or default_workers(), progress=progress, desc=name,
                           sweep=sweep, executor=executor, address=address)
     summary = exp.analyze(results, scale)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import RunConfig, TrainConfig
-from ..analysis.stats import exponent_difference, fit_exponent, summarize_point
+from ..analysis.stats import fit_exponent, separation, summarize_point
 from ..results import Claim, RunResult, Summary
 from .base import Experiment, claim_lines
 
@@ -38,6 +38,16 @@ class Scale:
     archs: tuple[Arch, ...]
     train: dict
     task_params: dict = field(default_factory=dict)
+    # held-out protocols, each a copy of every arm: "training" (ours) and/or "as-published"
+    # (labelled "<label> [as published]")
+    protocols: tuple[str, ...] = ("training",)
+
+
+AS_PUBLISHED = " [as published]"
+
+
+def protocol_label(label: str, protocol: str) -> str:
+    return label + (AS_PUBLISHED if protocol == "as-published" else "")
 
 
 def run_rows(results: list[RunResult]) -> list[dict]:
@@ -59,6 +69,9 @@ class SampleComplexityExperiment(Experiment):
     # (better, worse): claim that `better`'s exponent is smaller than `worse`'s
     separations: tuple[tuple[str, str], ...] = (("TF", "FFN"),)
     published: dict[str, dict[int, float]] = {}  # label -> {N: published mean samples}
+    # (labels, lengths, factor): claim that these arms' means under the authors' held-out
+    # protocol are within `factor` of the published means at these lengths
+    matches_published: tuple | None = None
     axis: str = "N"  # the task parameter the figure varies (its values are Scale.Ns)
 
     def scale(self, name: str) -> Scale:
@@ -70,10 +83,13 @@ class SampleComplexityExperiment(Experiment):
 
     def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
         s = self.scale(scale)
-        train = TrainConfig(**{**s.train, "device": device})
-        return [RunConfig(self.task, a.arch, {**s.task_params, self.axis: x}, self.model_params(a, x), train, seed,
-                          a.label)
-                for a in s.archs for x in s.Ns for seed in range(s.seeds)]
+        out = []
+        for protocol in s.protocols:
+            train = TrainConfig(**{**s.train, "device": device, "heldout": protocol})
+            out += [RunConfig(self.task, a.arch, {**s.task_params, self.axis: x}, self.model_params(a, x), train,
+                              seed, protocol_label(a.label, protocol))
+                    for a in s.archs for x in s.Ns for seed in range(s.seeds)]
+        return out
 
     def groups(self, results: list[RunResult]) -> dict[str, dict[int, list[RunResult]]]:
         g: dict[str, dict[int, list[RunResult]]] = defaultdict(lambda: defaultdict(list))
@@ -85,10 +101,10 @@ class SampleComplexityExperiment(Experiment):
         s = self.scale(scale)
         g = self.groups(results)
         budget = int(s.train.get("budget", TrainConfig().budget))
-        points, fits, samples = [], {}, {}
+        points, fits, samples, censored = [], {}, {}, {}
         for arch, byN in g.items():
             samples[arch] = {}
-            cens = {}
+            cens = censored[arch] = {}
             for N in sorted(byN):
                 rs = byN[N]
                 points.append(summarize_point(arch, N, [r.samples for r in rs], [r.status for r in rs], budget).to_dict())
@@ -96,21 +112,24 @@ class SampleComplexityExperiment(Experiment):
                 samples[arch][N] = np.array([r.samples for r in ok], float)
                 cens[N] = np.array([r.censored for r in ok], bool)
             fits[arch] = fit_exponent(samples[arch], cens).to_dict()
-        claims = self.claims(points, fits, samples, budget)
+        claims = self.claims(points, fits, samples, budget, censored)
         data = {"threshold": float(s.train.get("threshold", TrainConfig().threshold)),
                 "budget": budget, "Ns": list(s.Ns), "seeds": s.seeds, "fits": fits, "points": points}
         return Summary(self.registry_name, scale, data, claims, results)
 
-    def claims(self, points, fits, samples, budget) -> list[Claim]:
+    def claims(self, points, fits, samples, budget, censored=None) -> list[Claim]:
         out = []
-        for better, worse in self.separations:
+        censored = censored or {}
+        pairs = [(protocol_label(b, p), protocol_label(w, p)) for p in ("training", "as-published")
+                 for b, w in self.separations]
+        out += self._published_claims(points)
+        for better, worse in pairs:
             if better not in samples or worse not in samples:
                 continue
-            d, ci = exponent_difference(samples[better], samples[worse])
-            out.append(Claim("separation", f"{better}'s exponent alpha is smaller than {worse}'s "
-                                           f"(alpha_{worse} - alpha_{better} = {d:.2f}, 95% CI [{ci[0]:.2f}, {ci[1]:.2f}] excludes 0)",
-                             bool(math.isfinite(ci[0]) and ci[0] > 0),
-                             {"better": better, "worse": worse, "difference": _f(d), "ci": [_f(ci[0]), _f(ci[1])]}))
+            sep = separation(better, samples[better], worse, samples[worse],
+                             censored_a=censored.get(better), censored_b=censored.get(worse))
+            out.append(Claim("separation", f"{better}'s exponent alpha is smaller than {worse}'s: {sep.text()}",
+                             sep.held, sep.to_dict()))
             largest = max(set(samples[better]) & set(samples[worse]), default=None)
             if largest is not None:
                 mb, mw = _median(points, better, largest), _median(points, worse, largest)
@@ -120,10 +139,25 @@ class SampleComplexityExperiment(Experiment):
                                  {"N": largest, better: mb, worse: mw}))
         return out
 
+    def _published_claims(self, points: list[dict]) -> list[Claim]:
+        if not self.matches_published:
+            return []
+        labels, Ns, factor = self.matches_published
+        mean = {(p["arch"], p["N"]): p["mean"] for p in points}
+        ratios = {f"{lab} N={N}": (mean.get((protocol_label(lab, "as-published"), N)) or float("nan"))
+                  / self.published[lab][N] for lab in labels for N in Ns}
+        if any((protocol_label(lab, "as-published"), N) not in mean for lab in labels for N in Ns):
+            return []  # a scale without those points (e.g. quick)
+        held = all(1 / factor <= r <= factor for r in ratios.values())
+        worst = max(ratios, key=lambda k: abs(math.log(ratios[k])) if ratios[k] > 0 else math.inf)
+        return [Claim("published", f"under the authors' held-out protocol, the mean samples of {', '.join(labels)} at "
+                                   f"N = {', '.join(map(str, Ns))} are within {factor}x of the published means "
+                                   f"(furthest: {worst}, ratio {ratios[worst]:.2f})", held, {"ratios": ratios})]
+
     def figures(self, summary: Summary, out: Path) -> list[Path]:
         from ..reporting.plots import samples_vs_N
 
-        return samples_vs_N(summary.to_dict(), out / "figure", title=self.description)
+        return samples_vs_N(summary.to_dict(), out / "figure", title=self.description, published=self.published)
 
     def text(self, summary: Summary) -> str:
         d = summary.to_dict()
@@ -133,7 +167,7 @@ class SampleComplexityExperiment(Experiment):
         for p in sorted(d["points"], key=lambda p: (p["arch"], p["N"])):
             ci = "n/a" if p["ci"][0] is None else f"[{p['ci'][0]:.0f}, {p['ci'][1]:.0f}]"
             mean = "n/a" if p["mean"] is None else f"{p['mean']:.0f}"
-            pub = self.published.get(p["arch"], {}).get(p["N"], "")
+            pub = self.published.get(p["arch"].replace(AS_PUBLISHED, ""), {}).get(p["N"], "")
             lines.append(f"  {p['arch']:<6}{p['N']:>4}{mean:>10}{p['median_text']:>10}  {ci:<20}"
                          f"{p['n_censored']:>5}/{p['n_runs']:<3}  {pub}")
         for arch, f in d["fits"].items():

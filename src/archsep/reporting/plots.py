@@ -22,12 +22,21 @@ def save(fig, stem: Path) -> list[Path]:
     return paths
 
 
-def samples_vs_N(summary: dict, stem: Path, title: str = "") -> list[Path]:
-    """Mean samples-to-threshold vs N (log-log) with bootstrap CIs; runs censored at the budget
-    make the mean a lower bound, drawn as an open upward triangle."""
-    fig, ax = plt.subplots(figsize=(5.2, 3.8))
+def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | None = None) -> list[Path]:
+    """Mean samples-to-threshold vs N (log-log) with bootstrap CIs and the fitted power law
+    (alpha and its 95% CI in the legend); runs censored at the budget make the mean a lower
+    bound, drawn as an open upward triangle; published means as large hollow circles. Arms
+    measured under the authors' held-out protocol ("[as published]") share their arm's colour,
+    with dashed lines."""
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
     archs = sorted({p["arch"] for p in summary["points"]})
+    bases = sorted({a.replace(" [as published]", "") for a in archs})
+    colour = {b: f"C{i}" for i, b in enumerate(bases)}
     for k, arch in enumerate(archs):
+        base = arch.replace(" [as published]", "")
+        alt = base != arch
         pts = sorted((p for p in summary["points"] if p["arch"] == arch and p["mean"] is not None), key=lambda p: p["N"])
         if not pts:
             continue
@@ -36,12 +45,27 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "") -> list[Path]:
         lo = [p["mean"] - (p["ci"][0] if p["ci"][0] is not None else p["mean"]) for p in pts]
         hi = [(p["ci"][1] if p["ci"][1] is not None else p["mean"]) - p["mean"] for p in pts]
         fit = summary.get("fits", {}).get(arch, {})
-        lab = arch if fit.get("alpha") is None else f"{arch} (α={fit['alpha']:.2f})"
-        line = ax.errorbar(N, mean, yerr=[lo, hi], marker=MARKERS[k % len(MARKERS)], capsize=3, label=lab)
+        a, ci = fit.get("alpha"), fit.get("ci") or [None, None]
+        lab = arch if a is None else (f"{arch}: α={a:.2f}" + ("" if ci[0] is None else f" [{ci[0]:.2f}, {ci[1]:.2f}]"))
+        ax.errorbar(N, mean, yerr=[lo, hi], marker=MARKERS[bases.index(base) % len(MARKERS)], capsize=3, ls="none",
+                    color=colour[base], mfc="white" if alt else colour[base], label=lab)
+        if a is not None and fit.get("intercept") is not None:
+            xs = np.geomspace(min(N), max(N), 50)
+            ax.plot(xs, np.exp(fit["intercept"]) * xs**a, color=colour[base], ls="--" if alt else "-", lw=1.2)
         cN = [p["N"] for p in pts if p["n_censored"]]
         cM = [p["mean"] for p in pts if p["n_censored"]]
         if cN:
-            ax.scatter(cN, cM, marker="^", s=120, facecolors="none", edgecolors=line[0].get_color(), zorder=5)
+            ax.scatter(cN, cM, marker="^", s=120, facecolors="none", edgecolors=colour[base], zorder=5)
+    shown = False
+    for base in bases:
+        pub = (published or {}).get(base, {})
+        xs = [n for n in sorted(pub) if any(p["N"] == n for p in summary["points"])]
+        if xs:
+            ax.scatter(xs, [pub[n] for n in xs], marker="o", s=140, facecolors="none", edgecolors=colour[base],
+                       linewidths=1.5, zorder=4)
+            shown = True
+    if shown:
+        ax.scatter([], [], marker="o", s=140, facecolors="none", edgecolors="k", label="published (hollow circles)")
     if any(p["n_censored"] for p in summary["points"]):
         ax.scatter([], [], marker="^", facecolors="none", edgecolors="k", label="censored runs (lower bound)")
     ax.set_xscale("log")
@@ -54,5 +78,5 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "") -> list[Path]:
     ax.set_ylabel(f"samples to test MSE < {summary['threshold']}")
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     return save(fig, stem)

@@ -366,7 +366,7 @@ def _samples_tables(a: dict) -> str:
     out = []
     if a["fits"]:
         out.append(f"<h3>Scaling exponents: samples &prop; {_e(a['x'])}<sup>&alpha;</sup></h3>")
-        out.append(_table(["curve", "alpha", "95% bootstrap CI", "points", "note"],
+        out.append(_table(["curve", "alpha", "95% CI (t, per-seed slopes)", "points", "note"],
                           [[_e(c), _n(f["alpha"], "{:.2f}"),
                             f"[{_n(f['ci'][0], '{:.2f}')}, {_n(f['ci'][1], '{:.2f}')}]", str(f["n_points"]),
                             "censored runs at the budget: a lower bound" if f["censored_data"] else ""]

@@ -167,7 +167,7 @@ class Store:
         self.path = self.dir / DB_NAME
         self.writable = create
         if not create and not self.path.exists():
-            raise ArchsepError(f"DIR: no results store at '{self.path}' (run `archsep sweep` with --out {self.dir} first)")
+            raise ArchsepError(f"DIR: no results store at '{self.path}' (run a sweep into {self.dir} first)")
         self._conn = self._open(create)
 
     # --- opening ---------------------------------------------------------------------------
@@ -387,6 +387,6 @@ def prepare_out(out_dir: str | Path) -> Path:
         probe.write_text("")
         probe.unlink()
     except OSError as e:
-        raise ArchsepError(f"--out: cannot write to '{out}': {e.strerror or e}") from None
+        raise ArchsepError(f"out: cannot write to '{out}': {e.strerror or e}") from None
     return out
 

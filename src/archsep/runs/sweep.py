@@ -71,8 +71,9 @@ class Sweep:
 
 
 # --- loading ---------------------------------------------------------------------------------
-def load(spec: str | Path, scale: str = "full", device: str | None = None) -> Sweep:
-    """A sweep from a TOML file, or from a preset's name (at `scale`)."""
+def load(spec: str | Path, scale: str = "full", device: str | None = None,
+         overrides: dict[str, Any] | None = None) -> Sweep:
+    """A sweep from a TOML file, or from a preset's name (at `scale`, with `overrides`)."""
     path = Path(spec)
     if path.suffix.lower() == ".toml" or path.exists():
         if not path.exists():
@@ -83,13 +84,17 @@ def load(spec: str | Path, scale: str = "full", device: str | None = None) -> Sw
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as e:
             raise ArchsepError(f"FILE: cannot read '{path}': {getattr(e, 'strerror', None) or e}") from None
+        if overrides:
+            raise ArchsepError("set: only with a preset; edit the sweep file instead")
         return parse(text, origin=str(path), default_name=path.stem, device=device)
-    return from_experiment(str(spec), scale, device)
+    return from_experiment(str(spec), scale, device, overrides)
 
 
-def from_experiment(name: str, scale: str = "full", device: str | None = None) -> Sweep:
+def from_experiment(name: str, scale: str = "full", device: str | None = None,
+                    overrides: dict[str, Any] | None = None) -> Sweep:
     """The runs of a registered experiment (a preset) at one scale, as a sweep: `archsep sweep P`
-    and `archsep reproduce P` plan exactly the same runs."""
+    and `archsep reproduce P` plan exactly the same runs. `overrides` ({"train.weight_decay":
+    0.1, ...}) sets a field of every run."""
     from ..experiments import EXPERIMENTS
 
     try:
@@ -97,12 +102,50 @@ def from_experiment(name: str, scale: str = "full", device: str | None = None) -
     except ArchsepError as e:
         raise ArchsepError(f"{e} (or give a sweep file ending in .toml)") from None
     exp.check_scale(scale)
-    configs = exp.plan(scale, device or "auto")
-    full_name = name if scale == "full" else f"{name}-{scale}"
+    configs = [override(c, overrides) for c in exp.plan(scale, device or "auto")] if overrides else \
+        exp.plan(scale, device or "auto")
+    full_name = (name if scale == "full" else f"{name}-{scale}") + override_suffix(overrides)
     analysis = {"separations": [list(s) for s in exp.separations], "scale": scale}
     return Sweep(full_name, configs, to_toml(configs, name=full_name, analysis=analysis,
                                              description=f"preset {name} --scale {scale}"),
                  origin=f"preset:{name}", preset=name, quick=scale == "quick", analysis=analysis, scale=scale)
+
+
+def override(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
+    """`cfg` with dotted fields set ("train.weight_decay", "model_params.hidden", "seed", ...)."""
+    d = cfg.to_dict()
+    for key, value in overrides.items():
+        head, _, sub = key.partition(".")
+        if head in PARAM_TABLES and sub:
+            d[head] = {**d[head], sub: value}
+        elif head in ("task", "arch", "label", "seed") and not sub:
+            d[head] = value
+        else:
+            raise ArchsepError(f"set: '{key}' is not a field; use task_params.X, model_params.X, train.X, "
+                               "task, arch, label or seed")
+    try:
+        return RunConfig.from_dict(d)
+    except ArchsepError as e:
+        raise ArchsepError(f"set: {e}") from None
+
+
+def override_suffix(overrides: dict[str, Any] | None) -> str:
+    return "".join(f"-{k.split('.')[-1]}={v}" for k, v in (overrides or {}).items())
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """KEY=VALUE strings (VALUE as TOML: 0.1, true, "text", [1, 2]; bare words are strings)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ArchsepError(f"set: expected KEY=VALUE (e.g. train.weight_decay=0.1), got '{item}'")
+        try:
+            value = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text
+        out[key.strip()] = value
+    return out
 
 
 def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", device: str | None = None) -> Sweep:

@@ -5,8 +5,10 @@ prompt as positional codes, so a model must *retrieve* the tokens they point at.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Literal
 from functools import cached_property
 
 import torch
@@ -65,6 +67,11 @@ class QSTR(Task):
     replace: bool = False  # draw tuples from [N]^q, as the paper states it
     code_scale: bool = False  # scale the code part by sqrt(d/q), the paper's prefactor
     teacher_width: int = 32  # width of the relu-teacher link
+    # "prop3": the hard distribution of paper B's Proposition 3 (the few-heads floor): tokens
+    # x_i = 0 in the second half (i >= N/2), whose positions all ask for t_i = (1, ..., q); the
+    # first half's tuples are drawn from the first half, independent of x. Loss and metric are
+    # read on the second half, where the floor 1 - H(q+d)/(qd) holds for H < q heads.
+    distribution: Literal["iid", "prop3"] = "iid"
     seed: int = 0  # the task seed: link directions and positional codes
 
     kind = "regression"
@@ -75,6 +82,11 @@ class QSTR(Task):
         check(self.q >= 1, "q", f"must be >= 1, got {self.q}")
         check(self.replace or self.q <= self.N, "q", f"must be <= N={self.N} without replacement, got {self.q}")
         check(self.teacher_width >= 1, "teacher_width", f"must be >= 1, got {self.teacher_width}")
+        check(self.distribution in ("iid", "prop3"), "distribution",
+              f"must be 'iid' or 'prop3', got {self.distribution!r}")
+        if self.distribution == "prop3":
+            check(self.q <= self.N // 2, "q", f"must be <= N/2 = {self.N // 2} for distribution 'prop3', got {self.q}")
+            check(not self.simple, "simple", "must be false for distribution 'prop3'")
         LINKS.get(self.link)  # unknown link -> one-line error with the allowed names
 
     @cached_property
@@ -98,8 +110,19 @@ class QSTR(Task):
 
     @property
     def spec(self) -> TaskSpec:
-        return TaskSpec("vector", self.d + (self.q + 1) * self.d_e, self.N, 1, "all",
-                        paper_ffn_width=self.N * self.d * self.q)
+        return TaskSpec("vector", self.d + (self.q + 1) * self.d_e, self.N, 1,
+                        "mask" if self.distribution == "prop3" else "all", paper_ffn_width=self.N * self.d * self.q)
+
+    def params(self) -> dict:
+        d = super().params()
+        if d["distribution"] == "iid":  # every run stored before the option existed: same identity
+            del d["distribution"]
+        return d
+
+    def sample_as_published(self, n: int, generator: torch.Generator) -> Batch:
+        """The authors' test protocol: held-out prompts drawn as simple-qSTR (one tuple shared by
+        every position) whatever the training distribution (a bug of their 1STR runs)."""
+        return dataclasses.replace(self, simple=True).sample(n, generator)
 
     @property
     def baseline(self) -> float:
@@ -108,9 +131,22 @@ class QSTR(Task):
     def sample(self, n: int, generator: torch.Generator) -> Batch:
         dev = generator.device
         x = torch.randn(n, self.N, self.d, generator=generator, device=dev)
+        if self.distribution == "prop3":
+            return self._prop3(x, generator)
         shape = (n, 1) if self.simple else (n, self.N)
         t = draw_tuples(shape, self.N, self.q, self.replace, generator).expand(n, self.N, self.q)
         return self.assemble(x, t)
+
+    def _prop3(self, x: torch.Tensor, generator: torch.Generator) -> Batch:
+        n, half = x.shape[0], self.N // 2
+        x[:, half:] = 0
+        t = torch.empty(n, self.N, self.q, dtype=torch.long, device=x.device)
+        t[:, :half] = draw_tuples((n, half), half, self.q, self.replace, generator)
+        t[:, half:] = torch.arange(self.q, device=x.device)
+        b = self.assemble(x, t)
+        b.mask = torch.zeros(n, self.N, dtype=torch.bool, device=x.device)
+        b.mask[:, half:] = True
+        return b
 
     def assemble(self, x: torch.Tensor, t: torch.Tensor) -> Batch:
         """The batch for tokens x (n, N, d) and index tuples t (n, N, q)."""

@@ -29,7 +29,7 @@ class Fig3(SampleComplexityExperiment):
     def model_params(self, arch, x: int) -> dict:
         return {**arch.params, "heads": x}  # H = q heads, as the theory needs
 
-    def claims(self, points, fits, samples, budget) -> list[Claim]:
+    def claims(self, points, fits, samples, budget, censored=None) -> list[Claim]:
         out = []
         tf = sorted((p for p in points if p["arch"] == "TF"), key=lambda p: p["N"])
         if tf:

@@ -1,5 +1,7 @@
 """Paper B, Propositions 3/4: with H < q heads a one-layer Transformer stalls above
-1 - H(q+d)/(qd) on the norm2 link; with H >= q heads it learns."""
+1 - H(q+d)/(qd) on the norm2 link; with H >= q heads it learns. The runs use the distribution
+the floor is proved for (`distribution="prop3"`: the second half's tokens are 0 and all its
+positions ask for t = (1..q); the loss and the metric are read there)."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -47,7 +49,7 @@ class Heads(Experiment):
     def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
         s = self.scale(scale)
         train = TrainConfig(**{**s.train, "device": device})
-        return [RunConfig("qstr", "tf", {"N": s.N, "q": q, "d": s.d, "link": "norm2"},
+        return [RunConfig("qstr", "tf", {"N": s.N, "q": q, "d": s.d, "link": "norm2", "distribution": "prop3"},
                           {"heads": H, "mlp_width": s.mlp_width}, train, seed, f"q{q}-H{H}")
                 for q in s.qs for H in range(1, q + 2) for seed in range(s.seeds)]
 
