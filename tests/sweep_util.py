@@ -19,7 +19,8 @@ def tiny_toml(name: str = "tiny", Ns=(2, 3), seeds: int | list = 1, budget: int 
     return (f'name = "{name}"\n{seeds_txt}\n[base]\ntask = "qstr"\ntask_params = {{ d = 4, q = 1 }}\n'
             f"train = {{ budget = {budget}, eval_size = 200, threshold = {threshold}, eval_every = 5 }}\n"
             + "".join(arm_txt[a] for a in arms)
-            + f'[grid]\n"task_params.N" = {list(Ns)}\n' + extra + '\n[analysis]\nseparations = [["TF", "FFN"]]\n')
+            + f'[grid]\n"task_params.N" = {list(Ns)}\n' + extra
+            + ('\n[analysis]\nseparations = [["TF", "FFN"]]\n' if {"tf", "ffn"} <= set(arms) else "\n"))
 
 
 def write(path: Path, text: str) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -63,6 +64,12 @@ class TrainConfig:
     device: str = "auto"
 
     def __post_init__(self) -> None:
+        from .registry import INF_OK
+
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, float) and not math.isfinite(v) and not (v > 0 and f.name in INF_OK):
+                raise ArchsepError(f"{f.name}: expected a finite number, got {v!r}")
         check(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
         check(self.weight_decay >= 0, "weight_decay", f"must be >= 0, got {self.weight_decay}")
         check(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from typing import Any, Callable, Generic, TypeVar
 
 from .errors import ArchsepError, closest, unknown
 
 T = TypeVar("T")
+INF_OK = {"screen_z"}  # float fields where +inf has a meaning ("never stop early"); every other rejects nan/inf
 
 
 class Registry(Generic[T]):
@@ -80,7 +82,10 @@ def _coerce(field: str, value: Any, tp: Any) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ArchsepError(f"{field}: expected a number, got {value!r}")
-        return float(value)
+        value = float(value)
+        if not math.isfinite(value) and not (math.isinf(value) and value > 0 and field.rsplit(".", 1)[-1] in INF_OK):
+            raise ArchsepError(f"{field}: expected a finite number, got {value!r}")
+        return value
     if tp is str:
         if not isinstance(value, str):
             raise ArchsepError(f"{field}: expected a string, got {value!r}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 
 from ..errors import ArchsepError
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--device", default="auto", help="auto | cpu | cuda")
     r.add_argument("--executor", default="local", help="local (default: a process pool) | ray")
     r.add_argument("--address", help="Ray cluster address HOST:PORT (default: start a local cluster)")
+    r.add_argument("--retry-errors", action="store_true", help="run again the runs stored with status error")
     r.add_argument("--no-progress", action="store_true")
 
     sub.add_parser("list", help="list presets, tasks, architectures and links")
@@ -78,9 +80,12 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     from ..runs.sweep import parse_set
 
     summary = reproduce(a.preset, scale, a.out, a.workers, a.device, progress=not a.no_progress,
-                        executor=a.executor, address=a.address, overrides=parse_set(a.set))
+                        executor=a.executor, address=a.address, overrides=parse_set(a.set),
+                        retry_errors=a.retry_errors)
     print(exp.text(summary))
-    return 0
+    from .sweep import errors_exit
+
+    return errors_exit(summary.results, summary.out)
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -128,6 +133,26 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except (MemoryError, RuntimeError) as e:
+        if not isinstance(e, MemoryError) and "allocate" not in str(e):
+            raise
+        print(f"archsep: error: out of memory ({str(e).splitlines()[0][:160] if str(e) else 'MemoryError'}); "
+              "finished runs are saved; use smaller sizes or a machine with more memory", file=sys.stderr)
+        return 2
+    except sqlite3.OperationalError as e:
+        if "full" not in str(e) and "I/O" not in str(e):
+            raise
+        print(f"archsep: error: the disk holding the store is full ({e}); finished runs in the store are saved; "
+              "free some space and rerun the same command to resume", file=sys.stderr)
+        return 2
+    except OSError as e:
+        import errno
+
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"archsep: error: the disk is full ({e.filename or ''}: {e.strerror}); finished runs in the store are "
+              "saved; free some space and rerun the same command to resume", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

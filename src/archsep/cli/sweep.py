@@ -46,18 +46,9 @@ def add_parsers(sub, positive_int) -> None:
 
 def check_executor(a: argparse.Namespace) -> None:
     """--executor, --address and --device, checked before anything is created."""
-    from ..runs.executors import EXECUTORS
+    from ..runs.executors import check_executor as check
 
-    if a.executor not in EXECUTORS:
-        from ..errors import unknown
-
-        raise unknown("executor", a.executor, EXECUTORS)
-    if a.address is not None and a.executor != "ray":
-        raise ArchsepError("address: only used with executor ray")
-    if a.address is not None:
-        from ..runs.executors import _probe
-
-        _probe(a.address)  # fail in seconds, before the store is touched
+    check(a.executor, a.address)  # an unreachable address fails in seconds, before the store is touched
     if a.device is not None:
         from ..config import resolve_device
 
@@ -88,7 +79,23 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     print(f"{s.name}: {len(results)} run(s) in {out}: "
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     print(f"  next: archsep status {out}; archsep report {out} -o {out / 'report.html'}")
-    return 0
+    return errors_exit(results, out)
+
+
+ERROR_EXIT = 3  # some runs of the invocation ended in error (2: a mistake in the input)
+
+
+def errors_exit(results, out: Path) -> int:
+    """0, or ERROR_EXIT with one line naming how many runs failed and the first message."""
+    errors = [r for r in results if r.status == "error"]
+    if not errors:
+        return 0
+    reused = sum(r.run_id in getattr(results, "reused", set()) for r in errors)
+    first = (errors[0].error or "").strip().splitlines()[0] if errors[0].error else "unknown error"
+    print(f"archsep: error: {len(errors)} of {len(results)} run(s) ended in error"
+          + (f" ({reused} reused from the store; rerun them with --retry-errors)" if reused else "")
+          + f"; first: {first}; see `archsep status {out}`", file=sys.stderr)
+    return ERROR_EXIT
 
 
 def cmd_status(a: argparse.Namespace) -> int:
@@ -153,6 +160,8 @@ def cmd_export(a: argparse.Namespace) -> int:
         rows = export_rows(store)
     columns = list(dict.fromkeys(k for r in rows for k in r))
     dest = Path(a.output) if a.output else Path(a.dir) / f"runs.{fmt}"
+    if dest.is_dir():
+        raise ArchsepError(f"-o: '{dest}' is a directory; give a file name, e.g. {dest / ('runs.' + fmt)}")
     if not dest.parent.is_dir():
         raise ArchsepError(f"-o: directory '{dest.parent}' does not exist")
     tmp = dest.with_name(dest.name + ".tmp")

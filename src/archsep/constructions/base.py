@@ -26,6 +26,10 @@ class Construction(abc.ABC):
     @abc.abstractmethod
     def plot(self, rows: list[dict], stem: Path) -> list[Path]: ...
 
+    def memory(self, N: int) -> float:
+        """Bytes the construction needs at length N, roughly (0: not estimated)."""
+        return 0.0
+
 
 CONSTRUCTIONS: Registry[Construction] = Registry("construction")
 
@@ -83,8 +87,16 @@ def format_table(rows: list[dict]) -> str:
 def run_construction(name: str, Ns: Sequence[int] | None = None, out: str | Path | None = None,
                      seed: int = 0) -> tuple[list[dict], list[Path]]:
     """Run one construction; with `out`, write NAME.csv and NAME.png/.svg there."""
+    from ..engine.planning import available_memory
+
     c = CONSTRUCTIONS.get(name)()
-    rows = c.run(tuple(Ns) if Ns else c.default_Ns, seed=seed)
+    Ns = tuple(Ns) if Ns else c.default_Ns
+    have = available_memory(torch.device("cpu"))
+    for N in Ns:
+        if c.memory(N) > have:
+            raise ArchsepError(f"N: construction '{name}' at N={N} needs about {c.memory(N) / 2**30:,.1f} GB, more than "
+                               f"the {have / 2**30:,.1f} GB this machine has free")
+    rows = c.run(Ns, seed=seed)
     paths: list[Path] = []
     if out is not None:
         d = Path(out)

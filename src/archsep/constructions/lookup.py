@@ -157,6 +157,10 @@ class LookupConstruction(Construction):
     def __init__(self, vocab: int = 64, strings: int = 2):
         self.vocab, self.strings = vocab, strings
 
+    def memory(self, N: int) -> float:
+        # the N x KMAX code matrix, the codes of the widths tried and the model's (N, k) tables
+        return 6.0 * N * KMAX * 4
+
     def run(self, Ns: Sequence[int], seed: int = 0) -> list[dict]:
         rows = []
         for N in Ns:

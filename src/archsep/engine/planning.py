@@ -4,6 +4,8 @@ where their batches have one shape); batches are ordered by their cost in FLOPs.
 from __future__ import annotations
 
 import json
+import math
+import os
 from collections import OrderedDict
 from typing import Sequence
 
@@ -12,6 +14,7 @@ import torch
 from ..config import RunConfig
 
 STACK_MAX_FLOPS = 5e8  # per model and step; above it a model is compute-bound and the fused kernels win
+STACK_MAX_RUNS = 16  # runs per stack: bounds its memory
 
 _FLOPS: dict[str, float] = {}  # by group_key: the planner, the worker and train_many all ask
 
@@ -54,27 +57,114 @@ def worth_stacking(cfg: RunConfig) -> bool:
     return step_flops(cfg) < STACK_MAX_FLOPS
 
 
-def plan_batches(configs: Sequence[RunConfig], workers: int) -> list[list[RunConfig]]:
-    """Group runs by `group_key` (one batched `train_many` call each). Groups of compute-bound
-    models, which are not stacked anyway, become one batch per run; batches are ordered most
-    expensive first (FLOPs per step x steps x runs), so the longest work starts first and the
-    workers finish together; the largest groups are split while workers would sit idle."""
+def plan_batches(configs: Sequence[RunConfig], workers: int = 1) -> list[list[RunConfig]]:
+    """Group runs by `group_key` (one batched `train_many` call each), at most STACK_MAX_RUNS
+    per batch in the order given. Groups of compute-bound models, which are not stacked anyway,
+    become one batch per run. The batches depend on the configs alone, never on `workers` or
+    the executor: a stacked computation's rounding depends on its partners, and a run's stored
+    numbers must not. They are ordered most expensive first (FLOPs per step x steps x runs), so
+    the longest work starts first and the workers finish together."""
     groups: OrderedDict[str, list[RunConfig]] = OrderedDict()
     for c in configs:
         groups.setdefault(group_key(c), []).append(c)
     batches: list[list[RunConfig]] = []
     for g in groups.values():
-        batches += [[c] for c in g] if step_flops(g[0]) >= STACK_MAX_FLOPS else [g]
-    while len(batches) < workers:
-        i = max(range(len(batches)), key=lambda j: len(batches[j]), default=None)
-        if i is None or len(batches[i]) < 2:
-            break
-        b = batches.pop(i)
-        half = (len(b) + 1) // 2
-        batches[i:i] = [b[:half], b[half:]]
+        if step_flops(g[0]) >= STACK_MAX_FLOPS:
+            batches += [[c] for c in g]
+        else:
+            batches += [g[i:i + STACK_MAX_RUNS] for i in range(0, len(g), STACK_MAX_RUNS)]
     return sorted(batches, key=lambda b: -batch_cost(b))
 
 
 def batch_cost(batch: Sequence[RunConfig]) -> float:
     """Training FLOPs of a batch if every run used its whole budget."""
     return sum(step_flops(c) * (c.train.budget // c.train.batch_size) for c in batch)
+
+
+# --- memory: refuse a run that cannot fit before allocating anything -----------------------
+_MEMORY: dict[str, tuple[float, dict[str, float]]] = {}
+MEMORY_PROBE_LENGTH = 128  # longer sequences: the step's memory is extrapolated from this length
+
+
+def estimate_memory(cfg: RunConfig) -> tuple[float, dict[str, float]]:
+    """Bytes one run needs, roughly: parameters with their gradients and AdamW state, the
+    activations of one training step, and its data sets. The model is built and run on the
+    meta device (no memory), recording the size of every tensor the step makes."""
+    key = group_key(cfg) + f"|{cfg.train.eval_size}|{cfg.train.test_size}|{cfg.train.train_set_size}"
+    if key in _MEMORY:
+        return _MEMORY[key]
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Sizes(TorchDispatchMode):
+        total = 0.0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    Sizes.total += float(t.numel()) * t.element_size()
+            return out
+
+    spec = cfg.build_task().spec
+    B, L = cfg.train.batch_size, spec.seq_len
+    per_example = L * (8 if spec.input == "tokens" else 4 * spec.input_dim) + L * 8
+    data = per_example * (cfg.train.eval_size + cfg.train.test_size + cfg.train.train_set_size + B)
+
+    def step_bytes(model: torch.nn.Module, length: int) -> float:
+        Sizes.total = 0.0
+        with torch.device("meta"):
+            x = torch.zeros((B, length), dtype=torch.long) if spec.input == "tokens" else \
+                torch.zeros((B, length, spec.input_dim))
+        with Sizes(), torch.no_grad():
+            model(x)
+        return 2 * Sizes.total  # what the forward pass keeps for backward, and backward's own as much again
+
+    try:
+        with torch.device("meta"):
+            model = cfg.model_config().build(spec)
+        model.prune_to_readout()
+        params = float(sum(p.numel() for p in model.parameters())) * 4 * 4  # value, gradient, two AdamW moments
+        if L <= MEMORY_PROBE_LENGTH:
+            act = step_bytes(model, L)
+        else:  # recurrent models step through the length in Python: probe two lengths, extrapolate
+            a, b = step_bytes(model, MEMORY_PROBE_LENGTH // 2), step_bytes(model, MEMORY_PROBE_LENGTH)
+            act = b * (L / MEMORY_PROBE_LENGTH) ** max(1.0, math.log2(max(b, 1.0) / max(a, 1.0)))
+        parts = {"parameters and optimizer state": params, "activations": act, "data": float(data)}
+    except (RuntimeError, ValueError, OverflowError, NotImplementedError) as e:
+        if "overflow" not in str(e).lower() and not isinstance(e, OverflowError):
+            return 0.0, {}  # a model that cannot be built on the meta device: no estimate
+        parts = {"parameters and optimizer state": math.inf, "activations": math.inf, "data": float(data)}
+    _MEMORY[key] = (sum(parts.values()), parts)
+    return _MEMORY[key]
+
+
+def available_memory(device: torch.device) -> float:
+    if device.type == "cuda":
+        return float(torch.cuda.get_device_properties(device).total_memory)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+_FIELDS = {"parameters and optimizer state": "model_params (and the task's input width)",
+           "activations": "train.batch_size or task_params.N", "data": "train.eval_size / test_size / train_set_size"}
+
+
+def check_memory(cfg: RunConfig) -> None:
+    """Refuse a run whose estimated memory exceeds what the machine has, naming what drives it."""
+    from ..config import resolve_device
+    from ..errors import ArchsepError
+
+    need, parts = estimate_memory(cfg)
+    have = available_memory(resolve_device(cfg.train.device))
+    if need > have:
+        big = max(parts, key=parts.get)
+        gb = lambda b: "an astronomical amount" if not math.isfinite(b) else f"{b / 2**30:,.1f} GB"  # noqa: E731
+        raise ArchsepError(f"{_FIELDS[big]}: run '{cfg.label or cfg.arch}' ({cfg.task} "
+                           f"{json.dumps(cfg.task_params, sort_keys=True)}) needs about {gb(need)} "
+                           f"({big}: {gb(parts[big])}), more than the {gb(have)} this machine has free")

@@ -10,7 +10,9 @@ from pathlib import Path
 from ..errors import ArchsepError
 from ..results import Summary
 from ..runs.runner import run_configs
-from ..runs.store import prepare_out
+from ..engine.planning import check_memory
+from ..runs.executors import check_executor
+from ..runs.store import DB_NAME, prepare_out
 from .base import EXPERIMENTS, write_json
 
 # the per-preset JSON-lines stores of archsep before every run went to archsep.db (paper A's
@@ -26,16 +28,26 @@ def default_out(name: str, scale: str) -> Path:
     return Path("results") / (name if scale == "full" else f"{name}-{scale}")
 
 
+OUTPUTS = ("runs.csv", "summary.json", "summary.txt")
+
+
 def check_out(out_dir: Path) -> None:
+    """An output directory is new, empty, or one archsep wrote (it holds an archsep store):
+    never a directory of someone else's files that reproduce would overwrite."""
     for f in LEGACY_FILES:
         if (out_dir / f).exists():
             raise ArchsepError(f"out: '{out_dir}' holds {f} from an older archsep, which this version does not "
                                "read; rerun into a new output directory (the old files are left untouched)")
+    if any(out_dir.iterdir()) and not (out_dir / DB_NAME).exists():
+        mine = [f for f in OUTPUTS if (out_dir / f).exists()]
+        raise ArchsepError(f"out: '{out_dir}' is not empty and holds no archsep store"
+                           + (f" ({', '.join(mine)} would be overwritten)" if mine else "")
+                           + "; use an empty or new directory")
 
 
 def reproduce(name: str, scale: str = "full", out: str | Path | None = None, workers: int | None = None,
               device: str = "auto", progress: bool = True, executor: str = "local",
-              address: str | None = None, overrides: dict | None = None) -> Summary:
+              address: str | None = None, overrides: dict | None = None, retry_errors: bool = False) -> Summary:
     """Run experiment `name` at `scale` (with `overrides` of every run's fields, e.g.
     {"train.weight_decay": 0.1}); returns its summary (also written to OUT)."""
     from ..runs.sweep import from_experiment, override_suffix
@@ -44,14 +56,18 @@ def reproduce(name: str, scale: str = "full", out: str | Path | None = None, wor
     exp.check_scale(scale)
     sweep = from_experiment(name, scale, device, overrides)  # registered in the store: `archsep status OUT` sees the plan
     out_dir = Path(out) if out is not None else Path(str(default_out(name, scale)) + override_suffix(overrides))
+    for c in sweep.configs:  # a run that cannot fit is refused before anything is created
+        check_memory(c)
+    check_executor(executor, address)
     if out_dir.is_dir():
         check_out(out_dir)
     out_dir = prepare_out(out_dir)
     t0 = time.perf_counter()
     results = run_configs(sweep.configs, out_dir, workers or default_workers(), progress=progress, desc=name,
-                          sweep=sweep, executor=executor, address=address)
+                          sweep=sweep, executor=executor, address=address, retry_errors=retry_errors)
     summary = exp.analyze(results, scale)
     summary.wall_s = round(time.perf_counter() - t0, 1)
+    summary.out = out_dir
     write_rows(exp.table(summary), out_dir / "runs.csv")
     d = summary.to_dict()
     d["figures"] = [p.name for p in exp.figures(summary, out_dir)]

@@ -2,7 +2,7 @@
 `train_many` call: runs that differ only in their seed, see `engine.planning.group_key`) and yields the
 finished runs' store rows as batches complete. Only the caller (the driver) writes the store.
 
-- `local`: a pool of spawned worker processes; each uses cores // workers torch threads.
+- `local`: a pool of spawned worker processes, one torch thread each (see `threads_for`).
 - `ray`: Ray tasks on a cluster (`address`), or on a local one started on 127.0.0.1.
 """
 from __future__ import annotations
@@ -21,7 +21,6 @@ from ..engine.planning import plan_batches, step_flops  # noqa: F401  (plan_batc
 from ..results import RunResult
 
 EXECUTORS = ("local", "ray")
-SMALL_STEP_FLOPS = 1e8  # per model and step: below it one torch thread is faster than two
 RAY_CONNECT_TIMEOUT_S = 5.0
 
 
@@ -33,12 +32,32 @@ def cores() -> int:
 
 
 def threads_for(workers: int) -> int:
-    """Torch threads per worker: cores // workers, or ARCHSEP_THREADS when set (tiny models on a
-    busy machine run far faster on one thread than on two that wait for each other)."""
+    """Torch threads per run: 1, whatever the number of workers, so that a run's numbers do
+    not depend on how the sweep was spread (a matrix product's rounding depends on its thread
+    count); parallelism comes from the workers. ARCHSEP_THREADS overrides it (numbers may then
+    differ in the last bits between settings)."""
     env = os.environ.get("ARCHSEP_THREADS", "")
     if env.isdigit() and int(env) >= 1:
         return int(env)
-    return max(1, cores() // max(1, workers))
+    return 1
+
+
+PARENT_POLL_S = 0.5
+
+
+def watch_parent(parent: int) -> None:
+    """In a worker: exit as soon as the driver that started it is gone (killed, even with
+    SIGKILL), instead of training on for nobody. A daemon thread polls the parent pid."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_S)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="archsep-watch-parent", daemon=True).start()
 
 
 def run_batch(cfg_dicts: list[dict], threads: int | None = None) -> list[dict]:
@@ -50,12 +69,14 @@ def run_batch(cfg_dicts: list[dict], threads: int | None = None) -> list[dict]:
     from ..engine.train import train_many
 
     cfgs = [RunConfig.from_dict(d) for d in cfg_dicts]
-    if threads and threads > 1 and "ARCHSEP_THREADS" not in os.environ and step_flops(cfgs[0]) < SMALL_STEP_FLOPS:
-        threads = 1  # a small model's step is all overhead: a second thread only adds synchronisation
+    before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     started = now()
-    results = train_many(cfgs)
+    try:
+        results = train_many(cfgs)
+    finally:
+        torch.set_num_threads(before)  # in the driver's own process (workers=1): leave it as it was
     rows = []
     for c, r in zip(cfgs, results):
         try:
@@ -95,7 +116,8 @@ class LocalExecutor:
         restarts = 0
         while todo:
             ctx = mp.get_context("spawn")  # fork + torch threads can deadlock
-            pool = ProcessPoolExecutor(min(self.workers, len(todo)), mp_context=ctx)
+            pool = ProcessPoolExecutor(min(self.workers, len(todo)), mp_context=ctx, initializer=watch_parent,
+                                       initargs=(os.getpid(),))
             futs = {pool.submit(run_batch, [c.to_dict() for c in b], self.threads): b for b in todo}
             broken = finished_cleanly = False
             try:
@@ -206,6 +228,23 @@ def _probe(address: str) -> None:
     except OSError as e:
         why = "timed out" if isinstance(e, socket.timeout) else (e.strerror or str(e))
         raise ArchsepError(f"address: cannot reach a Ray cluster at '{address}': {why}") from None
+
+
+def check_executor(kind: str, address: str | None = None) -> None:
+    """Everything about the executor that can fail, checked before anything is created."""
+    if kind not in EXECUTORS:
+        from ..errors import unknown
+
+        raise unknown("executor", kind, EXECUTORS)
+    if address and kind != "ray":
+        raise ArchsepError("address: only used with executor ray")
+    if kind == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise ArchsepError("executor: ray: Ray is not installed; pip install 'archsep[ray]'")
+        if address:
+            _probe(address)
 
 
 def make_executor(kind: str, workers: int | None = None, address: str | None = None):

@@ -6,6 +6,7 @@ executor (`local` process pool or `ray`) only computes; this process alone write
 """
 from __future__ import annotations
 
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
@@ -13,9 +14,34 @@ from typing import Callable, Sequence
 from tqdm import tqdm
 
 from ..config import RunConfig
-from .executors import make_executor, plan_batches
+from ..engine.planning import check_memory
+from ..errors import ArchsepError
+from .executors import check_executor, make_executor, plan_batches
 from .store import Store, open_store, result_from_row
 from ..results import RunResult
+
+
+class Results(list):
+    """The results of `run_configs`, in the order of its configs; `reused` holds the run ids
+    that came from the store rather than from this call."""
+
+    reused: set[str]
+
+    @property
+    def errors(self) -> list[RunResult]:
+        return [r for r in self if r.status == "error"]
+
+
+def _commit(store: Store, row: dict, saved: int, total: int) -> None:
+    """Commit one run; a full disk is one line that says what is safe (the store stays
+    consistent: the failed transaction is rolled back)."""
+    try:
+        store.add(row)
+    except sqlite3.OperationalError as e:
+        if "full" in str(e) or "I/O" in str(e):
+            raise ArchsepError(f"out: the disk holding '{store.path}' is full ({e}): {saved} of {total} run(s) of this "
+                               "call were saved before it; free some space and rerun the same command to resume") from None
+        raise
 
 
 def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None, workers: int | None = 1,
@@ -24,7 +50,11 @@ def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None,
                 sweep=None, retry_errors: bool = False) -> list[RunResult]:
     """Run every config once and return the results in the order of `configs`. Runs already
     in the store of `out_dir` are reused, not recomputed (errors too, unless `retry_errors`).
-    Without `out_dir` the results live in a temporary in-memory list only."""
+    Without `out_dir` the results live in a temporary in-memory list only. Everything that can
+    be checked is checked before the store is created: the executor, its address, Ray."""
+    check_executor(executor, address)
+    for c in configs:  # a run that could not fit in memory is refused before anything is made
+        check_memory(c)
     store: Store | None = open_store(out_dir) if out_dir is not None else None
     try:
         if store is not None and sweep is not None:
@@ -38,6 +68,11 @@ def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None,
             finished = store.finished_ids(include_errors=not retry_errors)
             done = {r.run_id: r for r in store.results([i for i in unique if i in finished])}
         todo = [c for c in dict(zip(ids, configs)).values() if c.run_id not in done]
+        reused = set(done)
+        reused_errors = sum(r.status == "error" for r in done.values())
+        if reused_errors and progress:
+            print(f"{desc}: {reused_errors} run(s) stored with status error are reused, not rerun "
+                  "(rerun them with --retry-errors)", file=sys.stderr)
         bar = tqdm(total=len(unique), initial=len(unique) - len(todo), desc=desc, unit="run",
                    disable=not progress, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
         failures = 0
@@ -48,10 +83,10 @@ def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None,
                 if progress:
                     bar.write(f"{desc}: {len(todo)} to run, {len(unique) - len(todo)} already done; "
                               f"{ex.describe()}", file=sys.stderr)
-                for rows in ex.run(plan_batches(todo, getattr(ex, "workers", 1) or 1)):
+                for rows in ex.run(plan_batches(todo)):
                     for row in rows:
                         if store is not None:
-                            store.add(row)
+                            _commit(store, row, len(done) - len(reused), len(todo))
                         r = result_from_row({**row, "committed_at": ""})
                         done[r.run_id] = r
                         failures += r.status in ("error", "diverged")
@@ -69,7 +104,9 @@ def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None,
         if store is not None:
             # what the store holds (the first committed result wins when two sweeps raced)
             done.update({r.run_id: r for r in store.results(unique)})
-        return [done[i] for i in ids]
+        out = Results(done[i] for i in ids)
+        out.reused = reused
+        return out
     finally:
         if store is not None:
             store.close()

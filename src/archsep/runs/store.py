@@ -175,9 +175,13 @@ class Store:
         existed = self.path.exists() and self.path.stat().st_size > 0
         if existed:
             self._check_header()
+        if not create and not existed:
+            raise ArchsepError(f"DIR: '{self.path}' is empty, not an archsep results store")
         try:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                   check_same_thread=False)
+            # reading commands open the file read-only: they never write to it (nor adopt a foreign one)
+            target = self.path.resolve().as_uri() + "?mode=ro" if not create else str(self.path)
+            conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                   check_same_thread=False, uri=not create)
         except sqlite3.Error as e:
             raise ArchsepError(f"store: cannot open '{self.path}': {e}") from None
         try:
@@ -187,8 +191,9 @@ class Store:
                 self._check_identity(conn)
             else:
                 self._initialise(conn)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable up to the last checkpointed commit, never corrupt
+            if create:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable up to the last checkpointed commit, never corrupt
         except sqlite3.DatabaseError as e:
             conn.close()
             raise self._corrupt(str(e)) from None
@@ -217,7 +222,7 @@ class Store:
             raise self._corrupt(f"integrity check: {ok}")
         app = conn.execute("PRAGMA application_id").fetchone()[0]
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if app == 0 and not tables:
+        if app == 0 and not tables and self.writable and conn.execute("PRAGMA user_version").fetchone()[0] == 0:
             self._initialise(conn)  # an empty file another sweep just created
             return
         if app != APP_ID or "meta" not in tables:

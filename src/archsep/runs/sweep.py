@@ -172,6 +172,16 @@ def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", devic
     if seeds is not None and ("seed" in axes or "seed" in base or any("seed" in a for a in arms)):
         raise ArchsepError(f"{where}: seeds: given both 'seeds' and a 'seed' field; keep one")
     analysis = _analysis(doc.get("analysis", {}), where)
+    labels = [a.get("label", a.get("arch", base.get("label", base.get("arch")))) for a in arms]
+
+    def arch_of(a: dict) -> object:  # what a label names (its parameters may vary, e.g. heads = q)
+        return {**base, **a}.get("arch")
+
+    for i, lab in enumerate(labels):
+        j = labels.index(lab)
+        if j < i and arch_of(arms[i]) != arch_of(arms[j]):
+            raise ArchsepError(f"{where}: arms[{i}].label: '{lab}' already names arms[{j}], another architecture "
+                               f"({arch_of(arms[j])} vs {arch_of(arms[i])}); labels must be unique per architecture")
 
     # check every key and value against the classes it can meet, before building anything
     tasks = _values_of("task", base, arms, axes)
@@ -211,6 +221,12 @@ def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", devic
                 configs.append(cfg)
     if not configs:
         raise ArchsepError(f"{where}: grid: the sweep has no runs")
+    known = {c.label or c.arch for c in configs}
+    for i, pair in enumerate(analysis["separations"]):
+        for lab in pair:
+            if lab not in known:
+                raise ArchsepError(f"{where}: analysis.separations[{i}]: no arm is labelled '{lab}'"
+                                   f"{closest(lab, [str(k) for k in known])}; labels: {', '.join(sorted(map(str, known)))}")
     return Sweep(name, configs, text, origin, analysis=analysis)
 
 
