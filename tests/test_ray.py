@@ -49,3 +49,51 @@ def test_the_cli_connects_to_a_running_cluster_by_address(cluster, tmp_path):
         rows = st.rows()
     assert len(rows) == 4 and all(row["host"] for row in rows)
     assert f"ray ({cluster})" in r.stderr  # the progress line names the cluster it ran on
+
+
+def test_ray_gives_the_same_stored_numbers_as_one_local_worker(cluster, tmp_path):
+    """Faults 7: a run's numbers do not depend on the executor or on how runs were spread."""
+    import sqlite3
+
+    f = write(tmp_path / "s.toml", tiny_toml("spread", Ns=(2, 3), seeds=4, budget=3200, threshold=0.3))
+    s = sw.parse(f.read_text())
+    rows = {}
+    for name, kw in (("local", {"workers": 1}), ("ray", {"workers": 2, "executor": "ray"})):
+        run_configs(s.configs, tmp_path / name, progress=False, sweep=s, **kw)
+        con = sqlite3.connect(tmp_path / name / "archsep.db")
+        rows[name] = {r[0]: r[1:] for r in con.execute(
+            "SELECT run_id, status, samples, final_metric, best_metric, curve, train_curve FROM runs")}
+        con.close()
+    assert len(rows["local"]) == 16 and rows["local"] == rows["ray"]
+
+
+@pytest.mark.slow
+def test_ray_tasks_stop_when_the_driver_is_killed(cluster, tmp_path):
+    """Faults 1: kill -9 of a driver whose tasks run on a cluster: its tasks stop within 10 s."""
+    import signal
+    import subprocess
+    import time
+
+    from sweep_util import ARCHSEP, env
+
+    f = write(tmp_path / "s.toml", tiny_toml("ray-orphans", Ns=tuple(range(2, 10)), seeds=2, budget=64_000,
+                                             threshold=0.001))
+
+    def busy_workers() -> set[int]:  # Ray names a worker's process after the task it runs
+        out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        return {int(line.split()[0]) for line in out.splitlines()[1:] if "ray::run_batch" in line}
+
+    p = subprocess.Popen([*ARCHSEP, "sweep", str(f), "--out", str(tmp_path / "out"), "--executor", "ray",
+                          "--address", cluster, "--workers", "2", "--no-progress"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env())
+    deadline = time.time() + 120
+    while time.time() < deadline and not busy_workers() and p.poll() is None:
+        time.sleep(0.5)
+    assert busy_workers(), "no Ray task started"
+    time.sleep(1)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=30)
+    deadline = time.time() + 10
+    while busy_workers() and time.time() < deadline:
+        time.sleep(0.5)
+    assert not busy_workers()

@@ -178,8 +178,12 @@ class Store:
         if not create and not existed:
             raise ArchsepError(f"DIR: '{self.path}' is empty, not an archsep results store")
         try:
-            # reading commands open the file read-only: they never write to it (nor adopt a foreign one)
-            target = self.path.resolve().as_uri() + "?mode=ro" if not create else str(self.path)
+            # reading commands open the file read-only: they never write to it (nor adopt a foreign one).
+            # Without a -wal file beside it (no writer, everything checkpointed) the file is complete
+            # and read as immutable, so not even SQLite's -shm/-wal companions are created.
+            wal = self.path.with_name(self.path.name + "-wal").exists()
+            target = (self.path.resolve().as_uri() + ("?mode=ro" if wal else "?immutable=1")) if not create \
+                else str(self.path)
             conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                    check_same_thread=False, uri=not create)
         except sqlite3.Error as e:
