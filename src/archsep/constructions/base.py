@@ -3,13 +3,13 @@ the table writers."""
 from __future__ import annotations
 
 import abc
-import csv
 import math
 from pathlib import Path
 from typing import ClassVar, Sequence
 
 import torch
 
+from ..reporting.tables import write_csv
 from ..errors import ArchsepError
 from ..registry import Registry
 
@@ -49,19 +49,6 @@ def max_coherence(codes: torch.Tensor, chunk: int = 2048) -> float:
         g[idx - s, idx] = -math.inf
         best = max(best, float(g.max()))
     return best
-
-
-def write_csv(rows: list[dict], path: Path) -> Path:
-    cols: list[str] = []
-    for r in rows:
-        cols += [k for k in r if k not in cols]
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, cols)
-        w.writeheader()
-        w.writerows(rows)
-    tmp.replace(path)
-    return path
 
 
 def _cell(v) -> str:

@@ -2,7 +2,6 @@
 Writes OUT/archsep.db (every run), runs.csv, summary.json, the figures and summary.txt."""
 from __future__ import annotations
 
-import csv
 import os
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ from ..runs.runner import run_configs
 from ..engine.planning import check_memory
 from ..runs.executors import check_executor
 from ..runs.store import DB_NAME, prepare_out
+from ..reporting.tables import write_csv
 from .base import EXPERIMENTS, write_json
 
 # the per-preset JSON-lines stores of archsep before every run went to archsep.db (paper A's
@@ -68,19 +68,9 @@ def reproduce(name: str, scale: str = "full", out: str | Path | None = None, wor
     summary = exp.analyze(results, scale)
     summary.wall_s = round(time.perf_counter() - t0, 1)
     summary.out = out_dir
-    write_rows(exp.table(summary), out_dir / "runs.csv")
+    write_csv(exp.table(summary), out_dir / "runs.csv")
     d = summary.to_dict()
     d["figures"] = [p.name for p in exp.figures(summary, out_dir)]
     write_json(out_dir / "summary.json", d)
     (out_dir / "summary.txt").write_text(exp.text(summary) + "\n")
     return summary
-
-
-def write_rows(rows: list[dict], path: Path) -> None:
-    columns = list(dict.fromkeys(k for r in rows for k in r))
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, columns)
-        w.writeheader()
-        w.writerows(rows)
-    tmp.replace(path)

@@ -10,7 +10,7 @@ from ..size import SizeExperiment, SizeScale, dss, lstm, mamba, pct, tf
 @EXPERIMENTS.register("lookup-fig2")
 class LookupFig2(SizeExperiment):
     description = "Index lookup: 1-layer Transformer vs LSTM, Mamba-style and DSS over lengths (paper A, Fig. 2 left)"
-    runtime = {"quick": "about 2.5 min (2 CPU cores)", "full": "hours; meant for a GPU"}
+    runtime = {"quick": "about 1.3 min (2 CPU cores)", "full": "hours; meant for a GPU"}
     task = "index-lookup"
     # one head, as in Theorem 1's construction. Variable training lengths make the largest
     # indices rare (p = N needs k = N), so most of the budget goes into the last few indices.

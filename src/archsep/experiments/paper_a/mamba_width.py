@@ -9,7 +9,7 @@ from ..size import SizeExperiment, SizeScale, mamba, pct
 @EXPERIMENTS.register("mamba-width")
 class MambaWidth(SizeExperiment):
     description = "Index lookup with Mamba-style models across widths and lengths (paper A, Fig. 3)"
-    runtime = {"quick": "about 5 min (2 CPU cores)", "full": "hours; meant for a GPU"}
+    runtime = {"quick": "about 2 min (2 CPU cores)", "full": "hours; meant for a GPU"}
     task = "index-lookup"
     full = SizeScale(Ns=(20, 50, 100, 200, 400), archs=(mamba((32, 64, 128, 256, 512)),),
                      lrs=(1e-3, 3e-4, 1e-4), steps=20_000, eval_every=250, val_size=2000, seeds=1)
