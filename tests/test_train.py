@@ -110,7 +110,7 @@ def test_unknown_config_keys_are_rejected_with_a_suggestion():
         RunConfig.from_dict({"task": "qstr", "arch": "tf", "task_params": {"lenght": 3}})
 
 
-@pytest.mark.parametrize("arch, N, model", [("tf", 4, {}), ("rnn", 3, {"hidden": 16})])
+@pytest.mark.parametrize("arch, N, model", [("tf", 4, {}), ("ffn", 3, {"hidden": [32]})])
 def test_stacked_seeds_reach_the_same_samples_as_training_one_at_a_time(arch, N, model, monkeypatch):
     """The engine (seeds stacked, progressive validation) against the plain path (one model at a
     time, every scheduled evaluation): the same samples within the recorded resolution, on

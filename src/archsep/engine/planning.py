@@ -13,10 +13,11 @@ import torch
 
 from ..config import RunConfig
 
-STACK_MAX_FLOPS = 5e8  # per model and step; above it a model is compute-bound and the fused kernels win
+STACK_MAX_FLOPS = 5e7  # per model and step, on a CPU: measured neutral below, slower above (benchmarks/lr_grid.py)
 STACK_MAX_RUNS = 16  # runs per stack: bounds its memory
 
 _FLOPS: dict[str, float] = {}  # by group_key: the planner, the worker and train_many all ask
+_STACKABLE: dict[str, bool] = {}
 
 
 def group_key(cfg: RunConfig) -> str:
@@ -52,9 +53,18 @@ def _count_step_flops(cfg: RunConfig) -> float:
 
 
 def worth_stacking(cfg: RunConfig) -> bool:
-    """Stacking removes per-step overhead; a model whose step is large is compute-bound, and
-    its library kernels (e.g. the fused GRU) beat the vmapped plain ops."""
-    return step_flops(cfg) < STACK_MAX_FLOPS
+    """Stacking removes per-step overhead: it pays for models whose step is small (on a CPU;
+    on a GPU, whose cores small models leave idle, for every stackable model), and never for
+    models whose fused library kernels vmap would replace by a loop (`SeqModel.stackable`)."""
+    from ..config import resolve_device
+
+    key = group_key(cfg)
+    if key not in _STACKABLE:
+        with torch.device("meta"):
+            _STACKABLE[key] = bool(getattr(cfg.model_config().build(cfg.build_task().spec), "stackable", True))
+    if not _STACKABLE[key]:
+        return False
+    return resolve_device(cfg.train.device).type == "cuda" or step_flops(cfg) < STACK_MAX_FLOPS
 
 
 def plan_batches(configs: Sequence[RunConfig], workers: int = 1) -> list[list[RunConfig]]:
@@ -69,7 +79,7 @@ def plan_batches(configs: Sequence[RunConfig], workers: int = 1) -> list[list[Ru
         groups.setdefault(group_key(c), []).append(c)
     batches: list[list[RunConfig]] = []
     for g in groups.values():
-        if step_flops(g[0]) >= STACK_MAX_FLOPS:
+        if not worth_stacking(g[0]):
             batches += [[c] for c in g]
         else:
             batches += [g[i:i + STACK_MAX_RUNS] for i in range(0, len(g), STACK_MAX_RUNS)]

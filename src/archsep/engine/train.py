@@ -40,13 +40,16 @@ def train_many(configs: list[RunConfig], stack: bool = True) -> list[RunResult]:
         groups.setdefault(group_key(c) if stack else str(i), []).append(i)
     for idx in groups.values():
         group = [configs[i] for i in idx]
+        if len(group) == 1 or not worth_stacking(group[0]):
+            out.update(zip(idx, [_train_alone(c) for c in group]))
+            continue
         try:
-            results = _train_group(group, stacked=len(group) > 1 and worth_stacking(group[0]))
+            results = _train_group(group, stacked=True)
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception:
             # a crash is one run's, not the group's: retry each alone, recording its own error
-            results = [_train_alone(c) for c in group] if len(group) > 1 else [_error(group[0])]
+            results = [_train_alone(c) for c in group]
         out.update(zip(idx, results))
     return [out[i] for i in range(len(configs))]
 

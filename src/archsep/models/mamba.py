@@ -205,6 +205,7 @@ class MambaMixer(nn.Module):
 
 
 class Mamba(SeqModel):
+    stackable = False  # fused kernels win over a vmapped loop (see SeqModel.stackable)
     def __init__(self, cfg: MambaConfig, spec: TaskSpec):
         super().__init__()
         self.cfg = cfg

@@ -17,6 +17,7 @@ _CELLS = {"gru": nn.GRU, "lstm": nn.LSTM, "relu": nn.RNN, "tanh": nn.RNN}
 
 
 class RNN(SeqModel):
+    stackable = False  # fused kernels win over a vmapped loop (see SeqModel.stackable)
     def __init__(self, cfg: RNNConfig | LSTMConfig, spec: TaskSpec):
         super().__init__()
         self.cfg = cfg
