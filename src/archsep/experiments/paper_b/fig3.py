@@ -13,7 +13,7 @@ from ..samples import Arch, SampleComplexityExperiment, Scale, _fmt, _median
 @EXPERIMENTS.register("qstr-fig3")
 class Fig3(SampleComplexityExperiment):
     description = "qSTR, hermite2 link, N=7: samples to test MSE < 0.88 as q grows (TF with H = q heads)"
-    runtime = {"quick": "about 3 min (2 CPU cores)", "full": "about 1 h (2 CPU cores)"}
+    runtime = {"quick": "about 3 min (2 CPU cores)", "full": "about 4 min (2 CPU cores)"}
     axis = "q"
     TF = Arch("TF", "tf", {"mlp_width": 100})
     common = {"lr": 1e-4, "weight_decay": 0.1, "batch_size": 64, "threshold": 0.88}

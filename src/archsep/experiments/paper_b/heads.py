@@ -34,7 +34,7 @@ class HeadsScale:
 @EXPERIMENTS.register("qstr-heads")
 class Heads(Experiment):
     description = "qSTR, norm2 link: H < q heads stall above 1 - H(q+d)/(qd), H >= q learn (paper B Prop. 3/4)"
-    runtime = {"quick": "about 4-7 min (2 CPU cores)", "full": "about 1 h on 2 CPU cores; minutes on a GPU"}
+    runtime = {"quick": "about 4-7 min (2 CPU cores)", "full": "about 38 min (2 CPU cores)"}
     common = {"lr": 1e-3, "weight_decay": 0.1, "batch_size": 64, "threshold": 0.01, "eval_mode": "every",
               "stop_at_threshold": False}
     full = HeadsScale(qs=(2, 3), N=20, d=10, seeds=3,
