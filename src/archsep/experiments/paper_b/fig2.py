@@ -53,7 +53,7 @@ def _initial_qk(cfg: RunConfig) -> torch.Tensor:
 @EXPERIMENTS.register("qstr-fig2")
 class Fig2(Experiment):
     description = "1STR, N=100: trained W_Q W_K^T against the Eq. A.2 block (paper B, Fig. 2)"
-    runtime = {"quick": "about 3-8 min (2 CPU cores)", "full": "1-2 h on 2 CPU cores; minutes on a GPU"}
+    runtime = {"quick": "about 3-8 min (2 CPU cores)", "full": "about 17 min (2 CPU cores)"}
     full = Fig2Scale(N=100, train_size=50_000, steps=30_000, seeds=3, log_every=1000)
     quick = Fig2Scale(N=100, train_size=10_000, steps=1_000, seeds=1, log_every=100)
 
