@@ -66,7 +66,7 @@ class Claim:
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "text": self.text, "held": self.held, "verdict": self.verdict,
-                "values": _clean(self.values)}
+                "values": json_safe(self.values)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Claim":
@@ -87,19 +87,19 @@ class Summary:
     out: object = None  # where reproduce wrote it
 
     def to_dict(self) -> dict:
-        out = {"preset": self.experiment, "scale": self.scale, "quick": self.scale == "quick", **_clean(self.data),
+        out = {"preset": self.experiment, "scale": self.scale, "quick": self.scale == "quick", **json_safe(self.data),
                "claims": [c.to_dict() for c in self.claims]}
         if self.wall_s is not None:
             out["wall_s"] = self.wall_s
         return out
 
 
-def _clean(x: Any) -> Any:
+def json_safe(x: Any) -> Any:
     """JSON-safe: non-finite floats become None, tuples lists, numpy scalars Python numbers."""
     if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
+        return {str(k): json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
+        return [json_safe(v) for v in x]
     if hasattr(x, "item") and callable(x.item) and getattr(x, "ndim", 1) == 0:
         x = x.item()
     if isinstance(x, float) and not math.isfinite(x):

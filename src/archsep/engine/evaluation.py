@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Literal
 
 import torch
-
-from typing import Literal
 
 from ..config import HELD_OUT_ROLE, TEST_ROLE, VALIDATION_ROLE, RunConfig
 from ..tasks.base import Batch, Task

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from ..config import RunConfig
-from ..errors import ArchsepError, unknown
+from ..errors import unknown
 from ..registry import Registry
 from ..results import Claim, RunResult, Summary
 
@@ -30,6 +30,10 @@ class Experiment(abc.ABC):
         if scale not in self.scales:
             raise unknown("scale", scale, self.scales)
         return scale
+
+    def scale(self, name: str):
+        """The settings of scale `name`: the class attribute of that name (e.g. `quick`, `full`)."""
+        return getattr(self, self.check_scale(name))
 
     @abc.abstractmethod
     def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
@@ -61,13 +65,6 @@ PRESETS = EXPERIMENTS  # the CLI calls a registered experiment a preset
 def claim_lines(claims: list[Claim]) -> list[str]:
     tag = {True: "HELD", False: "DID NOT HOLD", None: "NO VERDICT"}
     return [f"  claim {tag[c.held]}: {c.text}" for c in claims]
-
-
-def get(name: str) -> Experiment:
-    try:
-        return EXPERIMENTS.get(name)()
-    except ArchsepError as e:
-        raise ArchsepError(f"{e}") from None
 
 
 def write_json(path: Path, obj: dict) -> None:

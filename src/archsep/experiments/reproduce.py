@@ -9,9 +9,7 @@ from pathlib import Path
 from ..errors import ArchsepError
 from ..results import Summary
 from ..runs.runner import run_configs
-from ..engine.planning import check_memory
-from ..runs.executors import check_executor
-from ..runs.store import DB_NAME, prepare_out
+from ..runs.store import DB_NAME
 from ..reporting.tables import write_csv
 from .base import EXPERIMENTS, write_json
 
@@ -56,12 +54,9 @@ def reproduce(name: str, scale: str = "full", out: str | Path | None = None, wor
     exp.check_scale(scale)
     sweep = from_experiment(name, scale, device, overrides)  # registered in the store: `archsep status OUT` sees the plan
     out_dir = Path(out) if out is not None else Path(str(default_out(name, scale)) + override_suffix(overrides))
-    for c in sweep.configs:  # a run that cannot fit is refused before anything is created
-        check_memory(c)
-    check_executor(executor, address)
     if out_dir.is_dir():
         check_out(out_dir)
-    out_dir = prepare_out(out_dir)
+    # run_configs checks the executor and every run's memory before it creates OUT and its store
     t0 = time.perf_counter()
     results = run_configs(sweep.configs, out_dir, workers or default_workers(), progress=progress, desc=name,
                           sweep=sweep, executor=executor, address=address, retry_errors=retry_errors)

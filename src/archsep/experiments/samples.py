@@ -74,9 +74,6 @@ class SampleComplexityExperiment(Experiment):
     matches_published: tuple | None = None
     axis: str = "N"  # the task parameter the figure varies (its values are Scale.Ns)
 
-    def scale(self, name: str) -> Scale:
-        return getattr(self, self.check_scale(name))
-
     def model_params(self, arch: Arch, x: int) -> dict:
         """The model's parameters at axis value x (an experiment may tie them to it, e.g. heads = q)."""
         return dict(arch.params)

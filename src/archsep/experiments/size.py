@@ -157,9 +157,6 @@ class SizeExperiment(Experiment):
     full: SizeScale
     quick: SizeScale
 
-    def scale(self, name: str) -> SizeScale:
-        return getattr(self, self.check_scale(name))
-
     def cells(self, scale: str, device: str = "auto") -> list[Cell]:
         s = self.scale(scale)
         out = []

@@ -31,7 +31,7 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def threads_for(workers: int) -> int:
+def threads_for() -> int:
     """Torch threads per run: 1, whatever the number of workers, so that a run's numbers do
     not depend on how the sweep was spread (a matrix product's rounding depends on its thread
     count); parallelism comes from the workers. ARCHSEP_THREADS overrides it (numbers may then
@@ -99,7 +99,7 @@ class LocalExecutor:
 
     def __init__(self, workers: int | None = None):
         self.workers = workers or cores()
-        self.threads = threads_for(self.workers)
+        self.threads = threads_for()
 
     def describe(self) -> str:
         return f"local: {self.workers} worker(s) x {self.threads} thread(s)"
@@ -108,7 +108,7 @@ class LocalExecutor:
         if self.workers <= 1 or len(batches) <= 1:
             # in-process: no spawn cost for small sweeps
             for b in batches:
-                yield run_batch([c.to_dict() for c in b], threads_for(1))
+                yield run_batch([c.to_dict() for c in b], threads_for())
             return
         import multiprocessing as mp
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..errors import ArchsepError
-from ..results import RunResult
+from ..results import RunResult, json_safe
 
 DB_NAME = "archsep.db"
 APP_ID = 0x41525350  # 'ARSP': marks the file as an archsep store
@@ -101,19 +101,8 @@ def versions() -> dict[str, str]:
     return {"archsep": v, "torch": torch.__version__}
 
 
-def _clean(x: Any) -> Any:
-    """JSON cannot carry NaN/inf portably: they become null."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    return x
-
-
 def _dumps(x: Any) -> str:
-    return json.dumps(_clean(x), sort_keys=True, allow_nan=False)
+    return json.dumps(json_safe(x), sort_keys=True, allow_nan=False)
 
 
 @dataclass
@@ -135,10 +124,10 @@ def record(result: RunResult, started_at: str | None = None, device: str | None 
     return {
         "run_id": r.run_id, "config": _dumps(r.config), "status": r.status, "error": r.error,
         "samples": r.samples, "resolution": r.resolution,
-        "final_metric": _clean(r.final_metric), "best_metric": _clean(r.best_metric),
+        "final_metric": json_safe(r.final_metric), "best_metric": json_safe(r.best_metric),
         "curve": _dumps(r.curve), "train_curve": _dumps(r.train_curve),
         "eval_schedule": _dumps(r.eval_schedule), "params": r.params, "state_size": r.state_size,
-        "wall_s": float(r.wall_s), "test_metric": _clean(r.test_metric), "best_samples": r.best_samples,
+        "wall_s": float(r.wall_s), "test_metric": json_safe(r.test_metric), "best_samples": r.best_samples,
         "extra": _dumps(r.extra), "archsep_version": v["archsep"], "torch_version": v["torch"],
         "device": device, "host": socket.gethostname(), "worker_pid": os.getpid(),
         "started_at": started_at, "finished_at": now(), "committed_at": "",

@@ -61,7 +61,6 @@ class Sweep:
     preset: str | None = None
     quick: bool = False
     analysis: dict = field(default_factory=dict)
-    scale: str | None = None  # a preset's scale
 
     @property
     def sweep_id(self) -> str:
@@ -108,7 +107,7 @@ def from_experiment(name: str, scale: str = "full", device: str | None = None,
     analysis = {"separations": [list(s) for s in exp.separations], "scale": scale}
     return Sweep(full_name, configs, to_toml(configs, name=full_name, analysis=analysis,
                                              description=f"preset {name} --scale {scale}"),
-                 origin=f"preset:{name}", preset=name, quick=scale == "quick", analysis=analysis, scale=scale)
+                 origin=f"preset:{name}", preset=name, quick=scale == "quick", analysis=analysis)
 
 
 def override(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:

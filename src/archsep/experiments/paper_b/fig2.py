@@ -57,9 +57,6 @@ class Fig2(Experiment):
     full = Fig2Scale(N=100, train_size=50_000, steps=30_000, seeds=3, log_every=1000)
     quick = Fig2Scale(N=100, train_size=10_000, steps=1_000, seeds=1, log_every=100)
 
-    def scale(self, name: str) -> Fig2Scale:
-        return getattr(self, self.check_scale(name))
-
     def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
         s = self.scale(scale)
         # not a threshold measurement: train the whole budget, evaluate every log_every steps

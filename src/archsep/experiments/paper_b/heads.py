@@ -43,9 +43,6 @@ class Heads(Experiment):
                        train={**common, "budget": 256_000, "eval_every": 100, "eval_size": 2000})
     tolerance = 0.02  # held-out noise allowed when checking a floor
 
-    def scale(self, name: str) -> HeadsScale:
-        return getattr(self, self.check_scale(name))
-
     def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
         s = self.scale(scale)
         train = TrainConfig(**{**s.train, "device": device})
