@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--executor", default="local", help="local (default: a process pool) | ray")
     r.add_argument("--address", help="Ray cluster address HOST:PORT (default: start a local cluster)")
     r.add_argument("--retry-errors", action="store_true", help="run again the runs stored with status error")
+    r.add_argument("--only", type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
+                   help="only these architectures of the preset, by label (e.g. TF,FFN); the others can "
+                        "be added later into the same --out")
     r.add_argument("--no-progress", action="store_true")
 
     sub.add_parser("list", help="list presets, tasks, architectures and links")
@@ -81,7 +84,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
 
     summary = reproduce(a.preset, scale, a.out, a.workers, a.device, progress=not a.no_progress,
                         executor=a.executor, address=a.address, overrides=parse_set(a.set),
-                        retry_errors=a.retry_errors)
+                        retry_errors=a.retry_errors, only=a.only)
     print(exp.text(summary))
     from .sweep import errors_exit
 

@@ -45,14 +45,16 @@ def check_out(out_dir: Path) -> None:
 
 def reproduce(name: str, scale: str = "full", out: str | Path | None = None, workers: int | None = None,
               device: str = "auto", progress: bool = True, executor: str = "local",
-              address: str | None = None, overrides: dict | None = None, retry_errors: bool = False) -> Summary:
+              address: str | None = None, overrides: dict | None = None, retry_errors: bool = False,
+              only: list[str] | None = None) -> Summary:
     """Run experiment `name` at `scale` (with `overrides` of every run's fields, e.g.
-    {"train.weight_decay": 0.1}); returns its summary (also written to OUT)."""
+    {"train.weight_decay": 0.1}; `only` some of its architectures, e.g. ["TF", "FFN"]);
+    returns its summary (also written to OUT)."""
     from ..runs.sweep import from_experiment, override_suffix
 
     exp = EXPERIMENTS.get(name)()
     exp.check_scale(scale)
-    sweep = from_experiment(name, scale, device, overrides)  # registered in the store: `archsep status OUT` sees the plan
+    sweep = from_experiment(name, scale, device, overrides, only)  # registered in the store: `archsep status OUT` sees the plan
     out_dir = Path(out) if out is not None else Path(str(default_out(name, scale)) + override_suffix(overrides))
     if out_dir.is_dir():
         check_out(out_dir)

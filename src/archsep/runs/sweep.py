@@ -90,10 +90,12 @@ def load(spec: str | Path, scale: str = "full", device: str | None = None,
 
 
 def from_experiment(name: str, scale: str = "full", device: str | None = None,
-                    overrides: dict[str, Any] | None = None) -> Sweep:
+                    overrides: dict[str, Any] | None = None, only: list[str] | None = None) -> Sweep:
     """The runs of a registered experiment (a preset) at one scale, as a sweep: `archsep sweep P`
     and `archsep reproduce P` plan exactly the same runs. `overrides` ({"train.weight_decay":
-    0.1, ...}) sets a field of every run."""
+    0.1, ...}) sets a field of every run; `only` keeps the runs of these architecture labels
+    (the same runs, same ids, as in the whole preset: the rest can be added later into the
+    same store)."""
     from ..experiments import EXPERIMENTS
 
     try:
@@ -103,7 +105,10 @@ def from_experiment(name: str, scale: str = "full", device: str | None = None,
     exp.check_scale(scale)
     configs = [override(c, overrides) for c in exp.plan(scale, device or "auto")] if overrides else \
         exp.plan(scale, device or "auto")
-    full_name = (name if scale == "full" else f"{name}-{scale}") + override_suffix(overrides)
+    if only:
+        configs = select_labels(configs, only)
+    full_name = (name if scale == "full" else f"{name}-{scale}") + override_suffix(overrides) \
+        + (f"-only={','.join(only)}" if only else "")
     analysis = {"separations": [list(s) for s in exp.separations], "scale": scale}
     return Sweep(full_name, configs, to_toml(configs, name=full_name, analysis=analysis,
                                              description=f"preset {name} --scale {scale}"),
@@ -126,6 +131,19 @@ def override(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
         return RunConfig.from_dict(d)
     except ArchsepError as e:
         raise ArchsepError(f"set: {e}") from None
+
+
+def arch_label(cfg: RunConfig) -> str:
+    """A run's architecture label without its protocol suffix ("TF [as published]" -> "TF")."""
+    return (cfg.label or cfg.arch).split(" [")[0]
+
+
+def select_labels(configs: list[RunConfig], only: list[str]) -> list[RunConfig]:
+    labels = list(dict.fromkeys(arch_label(c) for c in configs))
+    for name in only:
+        if name not in labels:
+            raise ArchsepError(f"only: unknown architecture label '{name}'; this preset has: {', '.join(labels)}")
+    return [c for c in configs if arch_label(c) in only]
 
 
 def override_suffix(overrides: dict[str, Any] | None) -> str:
