@@ -12,28 +12,63 @@ T = TypeVar("T")
 INF_OK = {"screen_z"}  # float fields where +inf has a meaning ("never stop early"); every other rejects nan/inf
 
 
+def _same_class(a: type, b: type) -> bool:
+    """The same class, or its redefinition (a notebook cell or a module run twice)."""
+    return a is b or (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
+
+
 class Registry(Generic[T]):
-    def __init__(self, kind: str):
+    """Names -> classes. Plugins add to it (see `archsep.plugins`): by decorator in their own
+    module, through the `archsep.plugins` entry points, or by import string 'pkg.mod:Class'."""
+
+    def __init__(self, kind: str, base: type | None = None):
         self.kind = kind
+        self.base = base  # what an import string must name
         self._items: dict[str, type[T]] = {}
 
     def register(self, name: str) -> Callable[[type[T]], type[T]]:
         def deco(cls: type[T]) -> type[T]:
-            if name in self._items:
-                raise ValueError(f"{self.kind} '{name}' registered twice")
+            old = self._items.get(name)
+            if old is not None and not _same_class(old, cls):
+                raise ArchsepError(f"{self.kind} '{name}' is already registered to {old.__module__}.{old.__qualname__}; "
+                                   f"register {cls.__module__}.{cls.__qualname__} under another name")
             self._items[name] = cls
             cls.registry_name = name  # type: ignore[attr-defined]
+            from . import plugins
+
+            plugins.note(cls.__module__)  # workers import it too
             return cls
 
         return deco
 
     def names(self) -> list[str]:
+        from . import plugins
+
+        plugins.load_entry_points()
         return sorted(self._items)
 
     def get(self, name: str) -> type[T]:
         if name not in self._items:
-            raise unknown(self.kind, name, self._items)
+            from . import plugins
+
+            if ":" in name:
+                return self._from_import_string(name)
+            plugins.load_entry_points()  # an installed plugin may provide it
+            if name not in self._items:
+                raise unknown(self.kind, name, self._items)
         return self._items[name]
+
+    def _from_import_string(self, name: str) -> type[T]:
+        from . import plugins
+
+        cls = plugins.resolve(name, self.kind)
+        if not isinstance(cls, type) or (self.base is not None and not issubclass(cls, self.base)):
+            what = f"a subclass of {self.base.__module__}.{self.base.__qualname__}" if self.base else "a class"
+            raise ArchsepError(f"{self.kind}: '{name}' is not {what}")
+        self._items[name] = cls
+        if "registry_name" not in cls.__dict__:
+            cls.registry_name = name  # type: ignore[attr-defined]
+        return cls
 
     def build(self, name: str, **params: Any) -> T:
         cls = self.get(name)

@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
     p.add_argument("--version", action="version", version=f"archsep {__version__}")
+    p.add_argument("--import", metavar="MODULE_OR_PATH", dest="imports", action="append",
+                   help="import a plugin (a module name or a .py file) that registers tasks, archs or presets; "
+                        "repeatable, anywhere on the line; workers import it too")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
 
     r = sub.add_parser("reproduce", help="run a figure preset end to end")
@@ -111,7 +114,7 @@ from ..constructions.cli import cmd_construct  # noqa: E402
 COMMANDS["construct"] = cmd_construct
 
 
-FLAGS = ("out", "executor", "address", "workers", "set", "format", "scale")  # fields the CLI sets by flag
+FLAGS = ("out", "executor", "address", "workers", "set", "format", "scale", "import", "only")  # fields the CLI sets by flag
 
 
 def as_flags(message: str) -> str:
@@ -121,7 +124,34 @@ def as_flags(message: str) -> str:
         else message
 
 
+def split_imports(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`--import X` / `--import=X`, anywhere on the line: they are loaded before the parser is
+    built, so a plugin's presets, tasks and archs are known to it."""
+    rest, imports, i = [], [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--import" and i + 1 < len(argv):
+            imports.append(argv[i + 1])
+            i += 2
+            continue
+        if a.startswith("--import="):
+            imports.append(a.split("=", 1)[1])
+        else:
+            rest.append(a)
+        i += 1
+    return imports, rest
+
+
 def main(argv: list[str] | None = None) -> int:
+    from .. import plugins
+
+    imports, argv = split_imports(list(sys.argv[1:] if argv is None else argv))
+    try:
+        for spec in imports:
+            plugins.load(spec, field="import")
+    except ArchsepError as e:
+        print(f"archsep: error: {as_flags(str(e))}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.cmd](args)

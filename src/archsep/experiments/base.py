@@ -58,7 +58,7 @@ class Experiment(abc.ABC):
         return run_rows(summary.results)
 
 
-EXPERIMENTS: Registry[Experiment] = Registry("preset")
+EXPERIMENTS: Registry[Experiment] = Registry("preset", Experiment)
 PRESETS = EXPERIMENTS  # the CLI calls a registered experiment a preset
 
 

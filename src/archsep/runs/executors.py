@@ -19,6 +19,7 @@ from ..errors import ArchsepError
 from .store import now, record
 from ..engine.planning import plan_batches, step_flops  # noqa: F401  (plan_batches: re-exported for the runner)
 from ..results import RunResult
+from ..plugins import activate, payload
 
 EXECUTORS = ("local", "ray")
 RAY_CONNECT_TIMEOUT_S = 5.0
@@ -60,7 +61,44 @@ def watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="archsep-watch-parent", daemon=True).start()
 
 
-def run_batch(cfg_dicts: list[dict], threads: int | None = None) -> list[dict]:
+def init_worker(parent: int, plugins: list | None) -> None:
+    """A pool worker's start: stop with the driver, import the driver's plugins."""
+    watch_parent(parent)
+    activate(plugins)
+
+
+def probe(cfg_dicts: list[dict], plugins: list | None = None) -> str | None:
+    """Build one run of each (task, arch) where the runs will train, on the meta device (no
+    memory): a plugin the workers cannot import fails here, in seconds, as one line (None: fine)."""
+    import torch
+
+    try:
+        activate(plugins)
+        seen = set()
+        for d in cfg_dicts:
+            if (d["task"], d["arch"]) in seen:
+                continue
+            seen.add((d["task"], d["arch"]))
+            cfg = RunConfig.from_dict(d)
+            spec = cfg.build_task().spec
+            with torch.device("meta"):
+                cfg.model_config().build(spec)
+    except ArchsepError as e:
+        return f"in a worker process ({socket.gethostname()}, pid {os.getpid()}): {e}"
+    except Exception as e:  # noqa: BLE001
+        return f"in a worker process ({socket.gethostname()}, pid {os.getpid()}): {type(e).__name__}: {e}"
+    return None
+
+
+def probe_configs(batches: list[list[RunConfig]]) -> list[dict]:
+    seen: dict[tuple[str, str], dict] = {}
+    for b in batches:
+        for c in b:
+            seen.setdefault((c.task, c.arch), c.to_dict())
+    return list(seen.values())
+
+
+def run_batch(cfg_dicts: list[dict], threads: int | None = None, plugins: list | None = None) -> list[dict]:
     """Train one batch where this process is (a pool worker, a Ray worker or the driver) and
     return store rows. Never raises for a failing run."""
     import torch
@@ -68,6 +106,7 @@ def run_batch(cfg_dicts: list[dict], threads: int | None = None) -> list[dict]:
     from ..config import resolve_device
     from ..engine.train import train_many
 
+    activate(plugins)
     cfgs = [RunConfig.from_dict(d) for d in cfg_dicts]
     before = torch.get_num_threads()
     if threads:
@@ -116,8 +155,18 @@ class LocalExecutor:
         restarts = 0
         while todo:
             ctx = mp.get_context("spawn")  # fork + torch threads can deadlock
-            pool = ProcessPoolExecutor(min(self.workers, len(todo)), mp_context=ctx, initializer=watch_parent,
-                                       initargs=(os.getpid(),))
+            pool = ProcessPoolExecutor(min(self.workers, len(todo)), mp_context=ctx, initializer=init_worker,
+                                       initargs=(os.getpid(), payload()))
+            if restarts == 0:  # fail fast: a worker that cannot build the runs says so before they start
+                try:
+                    problem = pool.submit(probe, probe_configs(todo)).result()
+                except BrokenProcessPool:
+                    problem = "a worker process died while importing the plugins"
+                if problem:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise ArchsepError(f"{problem.splitlines()[0]} (plugins reach the workers from a file "
+                                       "or module, not __main__: --import, a sweep file's imports = [...], or an "
+                                       "archsep.plugins entry point)")
             futs = {pool.submit(run_batch, [c.to_dict() for c in b], self.threads): b for b in todo}
             broken = finished_cleanly = False
             try:
@@ -189,6 +238,12 @@ class RayExecutor:
         ray = self.ray
         # a killed driver's tasks are stopped by Ray itself (tests/test_ray.py checks it)
         remote = ray.remote(num_cpus=self.threads, max_retries=1)(run_batch)
+        plugins = ray.put(payload())
+        problem = ray.get(ray.remote(num_cpus=self.threads)(probe).remote(probe_configs(batches), plugins))
+        if problem:  # fail fast: a worker that cannot build the runs says so before they start
+            raise ArchsepError(f"{problem.splitlines()[0]} (plugins reach the Ray workers from a file or "
+                               "module, not __main__: --import, a sweep file's imports = [...], or an "
+                               "archsep.plugins entry point)")
         todo = list(batches)
         inflight: dict = {}
         limit = max(2, 2 * self.workers)  # bounded queue: results stream back, memory stays flat
@@ -196,7 +251,7 @@ class RayExecutor:
             while todo or inflight:
                 while todo and len(inflight) < limit:
                     b = todo.pop(0)
-                    inflight[remote.remote([c.to_dict() for c in b], self.threads)] = b
+                    inflight[remote.remote([c.to_dict() for c in b], self.threads, plugins)] = b
                 done, _ = ray.wait(list(inflight), num_returns=1)
                 for ref in done:
                     b = inflight.pop(ref)

@@ -1,6 +1,7 @@
 """Sweep files: a grid of runs declared in TOML, validated before anything runs.
 
     name = "tf-vs-ffn"            # optional, default: the file name
+    imports = ["./mytask.py"]     # optional: plugins (modules or files) that register tasks/archs
     seeds = 3                     # 3 -> seeds 0, 1, 2; or a list: [0, 7, 9]
     [base]                        # fields every run shares (any RunConfig field)
     task = "qstr"
@@ -45,7 +46,7 @@ from ..config import RunConfig, TrainConfig
 from ..errors import ArchsepError, closest
 from ..registry import _coerce
 
-TOP_KEYS = ("name", "description", "seeds", "base", "arms", "grid", "analysis")
+TOP_KEYS = ("name", "description", "imports", "seeds", "base", "arms", "grid", "analysis")
 RUN_KEYS = ("task", "arch", "label", "seed", "task_params", "model_params", "train")
 PARAM_TABLES = ("task_params", "model_params", "train")
 ANALYSIS_KEYS = ("x", "separations", "scale")
@@ -174,6 +175,14 @@ def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", devic
     for key in doc:
         if key not in TOP_KEYS:
             raise ArchsepError(f"{where}: unknown key '{key}'{closest(key, TOP_KEYS)}; allowed: {', '.join(TOP_KEYS)}")
+    imports = doc.get("imports", [])
+    if not isinstance(imports, list) or not all(isinstance(i, str) for i in imports):
+        raise ArchsepError(f"{where}: imports: expected a list of module names or paths, got {imports!r}")
+    from .. import plugins
+
+    here = Path(origin).parent if Path(origin).is_file() else Path.cwd()
+    for spec in imports:  # before any name is checked: the plugins register tasks and archs
+        plugins.load(spec, base=here, field=f"{where}: imports")
     name = doc.get("name", default_name)
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.+-]{1,100}", name):
         raise ArchsepError(f"{where}: name: expected a short name of letters, digits, '_.+-', got {name!r}")

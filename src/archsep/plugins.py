@@ -1,0 +1,200 @@
+"""Plugins: a researcher's own tasks, models and experiments, registered from their own code.
+
+Four ways to bring them in, all equivalent:
+- a module or a file on the command line: `archsep --import my_pkg.tasks --import ./mytask.py ...`;
+- in a sweep file: `imports = ["my_pkg.tasks", "./mytask.py"]` (paths relative to the file);
+- an installed package's entry point in the group `archsep.plugins` (loaded the first time a
+  registry is asked for a name it does not know, or for its list of names);
+- an import string as the name: `task = "my_pkg.tasks:Parity"`, `arch = "my_pkg.models:Net"`.
+
+Whatever registered a class in this process is imported again in every worker (local pool or
+Ray) before it trains anything: `payload()` names those modules and, for code that is not
+installed in site-packages, carries its source, so a Ray node without the files gets them too.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import site
+import sys
+import sysconfig
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ArchsepError
+
+ENTRY_POINT_GROUP = "archsep.plugins"
+MAX_SHIPPED_BYTES = 8 << 20  # source shipped with a plugin package: more is not a plugin
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """What a worker needs to import a module: its name, where its top-level package lives
+    here, and that package's source files when it is not installed."""
+
+    module: str
+    root: str  # the top-level module or package directory (a path)
+    files: tuple[tuple[str, str], ...] = ()  # (path relative to root's parent, source)
+
+
+_MODULES: dict[str, None] = {}  # plugin modules in the order they were loaded (an ordered set)
+_ENTRY_POINTS_LOADED = False
+
+
+def _one_line(e: BaseException) -> str:
+    msg = str(e).splitlines()[0] if str(e) else ""
+    where = ""
+    if isinstance(e, SyntaxError) and e.filename:
+        where = f" ({Path(e.filename).name}, line {e.lineno})"
+    return f"{type(e).__name__}: {msg}{where}"
+
+
+def is_path(spec: str) -> bool:
+    """A file or directory path rather than a module name (module names have no slashes)."""
+    return spec.endswith(".py") or "/" in spec or os.sep in spec
+
+
+def load(spec: str, base: str | Path | None = None, field: str = "imports") -> str:
+    """Import plugin `spec` (a module name, or a path to a .py file or a package directory,
+    relative to `base`) here, and remember it for the workers. Returns the module's name.
+    A plugin that fails to import is one ArchsepError naming it."""
+    if is_path(spec):
+        path = Path(spec).expanduser()
+        if not path.is_absolute() and base is not None:
+            path = Path(base) / path
+        path = path.resolve()
+        if not path.exists():
+            raise ArchsepError(f"{field}: plugin file '{spec}' does not exist")
+        if path.is_dir() and not (path / "__init__.py").exists():
+            raise ArchsepError(f"{field}: '{spec}' is a directory without __init__.py, not a Python package")
+        name = path.stem if path.is_file() else path.name
+        if not name.isidentifier():
+            raise ArchsepError(f"{field}: plugin file '{spec}': '{name}' is not a valid module name; rename it")
+        _add_path(str(path.parent))
+        module = _import(name, spec, field)
+        got = Path(getattr(module, "__file__", "") or "").resolve()
+        if got not in (path, path / "__init__.py"):
+            raise ArchsepError(f"{field}: plugin '{spec}' would be imported as module '{name}', but that name is "
+                               f"already taken by {got or 'a built-in module'}; rename the file")
+    else:
+        name = spec
+        _import(name, spec, field)
+    note(name)
+    return name
+
+
+def _import(name: str, spec: str, field: str):
+    try:
+        return importlib.import_module(name)
+    except ArchsepError as e:  # e.g. a plugin registering a different class under a taken name
+        raise ArchsepError(f"{field}: plugin '{spec}': {e}") from None
+    except Exception as e:  # noqa: BLE001 - the user's code: any error is one line naming it
+        raise ArchsepError(f"{field}: cannot import plugin '{spec}': {_one_line(e)}") from None
+
+
+def _add_path(directory: str) -> None:
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+
+
+def note(module: str) -> None:
+    """Remember a module that registered something, so workers import it too."""
+    if module != "archsep" and not module.startswith("archsep.") and module != "__main__":
+        _MODULES.setdefault(module, None)
+
+
+def load_entry_points() -> None:
+    """Import every installed package's `archsep.plugins` entry point (once per process)."""
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
+    _ENTRY_POINTS_LOADED = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            ep.load()
+        except ArchsepError as e:
+            raise ArchsepError(f"plugins: entry point '{ep.name}' ({ep.value}): {e}") from None
+        except Exception as e:  # noqa: BLE001
+            raise ArchsepError(f"plugins: entry point '{ep.name}' ({ep.value}) in group {ENTRY_POINT_GROUP} "
+                               f"failed to import: {_one_line(e)}") from None
+
+
+def resolve(name: str, field: str):
+    """The object an import string 'package.module:Attr' names (importing the module)."""
+    mod_name, _, attr = name.partition(":")
+    if not mod_name or not attr:
+        raise ArchsepError(f"{field}: '{name}' is not an import string 'package.module:Class'")
+    if importlib.util.find_spec(mod_name.split(".")[0]) is None:
+        _add_path(os.getcwd())  # as `python -m` would: a module beside the user finds itself
+    module = _import(mod_name, mod_name, field)
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ArchsepError(f"{field}: module '{mod_name}' has no attribute '{attr}'")
+        obj = getattr(obj, part)
+    note(mod_name)
+    return obj
+
+
+# --- what workers need ---------------------------------------------------------------------------
+def _installed(path: Path) -> bool:
+    roots = set(site.getsitepackages() + [site.getusersitepackages()])
+    roots |= {sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")}
+    return any(str(path).startswith(str(Path(r).resolve()) + os.sep) for r in roots if r)
+
+
+def _plugin(module: str) -> Plugin | None:
+    mod = sys.modules.get(module)
+    if mod is None:
+        return None
+    top = sys.modules.get(module.split(".")[0])
+    f = getattr(top, "__file__", None)
+    if not f:  # a namespace package or a module made in memory: importable by name only
+        return Plugin(module, "")
+    root = Path(f).resolve()
+    root = root.parent if root.name == "__init__.py" else root
+    if _installed(root):
+        return Plugin(module, str(root))
+    files, size = [], 0
+    for p in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
+        if "__pycache__" in p.parts:
+            continue
+        text = p.read_text()
+        size += len(text)
+        if size > MAX_SHIPPED_BYTES:
+            break
+        files.append((str(p.relative_to(root.parent)), text))
+    return Plugin(module, str(root), tuple(files))
+
+
+def payload() -> list[Plugin]:
+    """The plugins this process loaded, for a worker's `activate`."""
+    return [p for p in (_plugin(m) for m in _MODULES) if p is not None]
+
+
+def activate(plugins: list[Plugin] | None) -> None:
+    """In a worker: import what the driver imported. Code whose files exist here at the same
+    place is imported from there; otherwise from the source the driver sent."""
+    for p in plugins or ():
+        if p.module in sys.modules:
+            continue
+        if p.root and Path(p.root).exists():
+            _add_path(str(Path(p.root).parent))
+        elif p.files:
+            digest = hashlib.sha256(repr(p.files).encode()).hexdigest()[:16]
+            where = Path(tempfile.gettempdir()) / f"archsep-plugins-{os.getuid()}-{digest}"
+            for rel, text in p.files:
+                dest = where / rel
+                if not dest.exists():
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = dest.with_suffix(f".{os.getpid()}.tmp")
+                    tmp.write_text(text)
+                    tmp.replace(dest)  # atomic: two workers may write the same file
+            _add_path(str(where))
+        _import(p.module, p.module, "imports")
+        note(p.module)
