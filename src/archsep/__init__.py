@@ -12,8 +12,20 @@ per figure, constructions/ the theory's hand-set weights.
     cfgs = [RunConfig("qstr", "tf", {"N": 8}, {"heads": 1}, TrainConfig(threshold=0.7), seed=s) for s in range(3)]
     results = run_configs(cfgs, out_dir="results/example")   # stored; a rerun reuses them
 
-Public names: RunConfig, TrainConfig, RunResult, Claim, Summary, run_configs, reproduce,
-open_store, TASKS, MODELS, EXPERIMENTS, Experiment, ArchsepError.
+    df = load("results/example")                             # every stored run, a pandas DataFrame
+    print(analyze("results/example")["fits"])                # alpha of samples ~ N^alpha, with its CI
+
+Public names:
+    RunConfig, TrainConfig          a run's typed config; its hash is the run's identity
+    run_configs                     run configs into a store (local pool or Ray), reusing finished runs
+    reproduce                       a registered figure (preset) end to end
+    load, load_results, analyze     a store as a DataFrame / RunResults; fits and separations
+    open_store                      the SQLite store itself
+    TASKS, MODELS, EXPERIMENTS      registries: `@TASKS.register("name")` adds a task (see docs/extending.md)
+    Task, ClassificationTask, TaskSpec, Batch, ModelConfig, SeqModel, Experiment
+                                    what an extension subclasses and returns
+    RunResult, Claim, Summary, ArchsepError
+    plugins, testing                loading extensions everywhere; checking them (check_task, check_model)
 """
 from __future__ import annotations
 
@@ -32,7 +44,13 @@ from .models import MODELS
 from .results import Claim, RunResult, Summary
 from .runs.runner import run_configs
 from .runs.store import open_store
+from .reporting.report import analyze
+from .reporting.tables import load, load_results
+from .models.base import ModelConfig, SeqModel
 from .tasks import TASKS
+from .tasks.base import Batch, ClassificationTask, Task, TaskSpec
+from . import plugins
 
-__all__ = ["ArchsepError", "Claim", "EXPERIMENTS", "Experiment", "MODELS", "RunConfig", "RunResult", "Summary",
-           "TASKS", "TrainConfig", "__version__", "open_store", "reproduce", "run_configs"]
+__all__ = ["ArchsepError", "Batch", "ClassificationTask", "Claim", "EXPERIMENTS", "Experiment", "MODELS", "ModelConfig", "RunConfig",
+           "RunResult", "SeqModel", "Summary", "TASKS", "Task", "TaskSpec", "TrainConfig", "__version__", "analyze",
+           "load", "load_results", "open_store", "plugins", "reproduce", "run_configs"]

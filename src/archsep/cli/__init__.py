@@ -63,12 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--only", type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
                    help="only these architectures of the preset, by label (e.g. TF,FFN); the others can "
                         "be added later into the same --out")
+    r.add_argument("--log", help="also record each finished run in mlflow | tensorboard (under --out)")
     r.add_argument("--no-progress", action="store_true")
 
     sub.add_parser("list", help="list presets, tasks, architectures and links")
     from .sweep import add_parsers as _sweep_parsers  # sweep, status, export, report
 
     _sweep_parsers(sub, _positive_int)
+    from .check import add_parsers as _check_parsers  # check-task, check-model
+
+    _check_parsers(sub)
     from ..constructions.cli import add_parser as _construct_parser  # construct
 
     _construct_parser(sub, _positive_int)
@@ -83,11 +87,15 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     exp = EXPERIMENTS.get(a.preset)()  # unknown preset or scale -> one-line error before any work
     scale = exp.check_scale(scale_of(a))
     check_executor(a)
+    if a.log is not None:
+        from ..runs.tracking import check_tracker
+
+        check_tracker(a.log)
     from ..runs.sweep import parse_set
 
     summary = reproduce(a.preset, scale, a.out, a.workers, a.device, progress=not a.no_progress,
                         executor=a.executor, address=a.address, overrides=parse_set(a.set),
-                        retry_errors=a.retry_errors, only=a.only)
+                        retry_errors=a.retry_errors, only=a.only, log=a.log)
     print(exp.text(summary))
     from .sweep import errors_exit
 
@@ -109,12 +117,15 @@ COMMANDS = {"reproduce": cmd_reproduce, "list": cmd_list}
 from .sweep import COMMANDS as _SWEEP_COMMANDS  # noqa: E402
 
 COMMANDS.update(_SWEEP_COMMANDS)
+from .check import COMMANDS as _CHECK_COMMANDS  # noqa: E402
+
+COMMANDS.update(_CHECK_COMMANDS)
 from ..constructions.cli import cmd_construct  # noqa: E402
 
 COMMANDS["construct"] = cmd_construct
 
 
-FLAGS = ("out", "executor", "address", "workers", "set", "format", "scale", "import", "only")  # fields the CLI sets by flag
+FLAGS = ("out", "executor", "address", "workers", "set", "format", "scale", "import", "only", "log")  # fields the CLI sets by flag
 
 
 def as_flags(message: str) -> str:

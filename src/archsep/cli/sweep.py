@@ -26,6 +26,7 @@ def add_parsers(sub, positive_int) -> None:
 
     add_scale_args(s)
     s.add_argument("--retry-errors", action="store_true", help="run again the runs stored with status error")
+    s.add_argument("--log", help="also record each finished run in mlflow | tensorboard (under --out)")
     s.add_argument("--dry-run", action="store_true", help="validate and list the runs, run nothing")
     s.add_argument("--print-toml", action="store_true", help="print the sweep as a TOML file and exit")
     s.add_argument("--no-progress", action="store_true")
@@ -61,6 +62,10 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from . import scale_of
 
     check_executor(a)
+    if a.log is not None:
+        from ..runs.tracking import check_tracker
+
+        check_tracker(a.log)
     s = sw.load(a.spec, scale_of(a), a.device, sw.parse_set(a.set))
     if a.print_toml:
         sys.stdout.write(s.source)
@@ -72,7 +77,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         return 0
     out = Path(a.out) if a.out else Path("results") / s.name
     results = run_configs(s.configs, out, a.workers, progress=not a.no_progress, desc=s.name,
-                          executor=a.executor, address=a.address, sweep=s, retry_errors=a.retry_errors)
+                          executor=a.executor, address=a.address, sweep=s, retry_errors=a.retry_errors,
+                          log=a.log)
     counts: dict[str, int] = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -121,31 +127,7 @@ def cmd_status(a: argparse.Namespace) -> int:
     return 0
 
 
-def export_rows(store) -> list[dict]:
-    """One flat dict per run: config fields as dotted columns, metrics, provenance."""
-    sweeps_of: dict[str, list[str]] = {}
-    names = {s["sweep_id"]: s["name"] for s in store.sweeps()}
-    for p in store.planned():
-        sweeps_of.setdefault(p["run_id"], []).append(names.get(p["sweep_id"], p["sweep_id"]))
-    out = []
-    for row in store.rows():
-        cfg = json.loads(row["config"])
-        flat = {"run_id": row["run_id"], "task": cfg.get("task"), "arch": cfg.get("arch"),
-                "label": cfg.get("label"), "seed": cfg.get("seed")}
-        for t in ("task_params", "model_params", "train"):
-            for k, v in sorted((cfg.get(t) or {}).items()):
-                flat[f"{t}.{k}"] = json.dumps(v) if isinstance(v, (list, dict)) else v
-        flat.update({k: row[k] for k in ("status", "samples", "resolution", "final_metric", "best_metric",
-                                        "wall_s", "params", "state_size")})
-        flat.update({k: row.get(k) for k in ("test_metric", "best_samples")})
-        flat["censored"] = row["status"] == "censored"
-        flat["error"] = (row["error"] or "").strip().splitlines()[0] if row["error"] else None
-        flat.update({k: row[k] for k in ("archsep_version", "torch_version", "device", "host", "started_at",
-                                        "finished_at", "committed_at")})
-        flat["sweeps"] = ",".join(sorted(set(sweeps_of.get(row["run_id"], []))))
-        flat["curve"] = row["curve"]
-        out.append(flat)
-    return out
+from ..reporting.tables import export_rows  # noqa: E402  (kept importable from here)
 
 
 def cmd_export(a: argparse.Namespace) -> int:

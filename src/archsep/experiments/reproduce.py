@@ -46,7 +46,7 @@ def check_out(out_dir: Path) -> None:
 def reproduce(name: str, scale: str = "full", out: str | Path | None = None, workers: int | None = None,
               device: str = "auto", progress: bool = True, executor: str = "local",
               address: str | None = None, overrides: dict | None = None, retry_errors: bool = False,
-              only: list[str] | None = None) -> Summary:
+              only: list[str] | None = None, log: str | None = None) -> Summary:
     """Run experiment `name` at `scale` (with `overrides` of every run's fields, e.g.
     {"train.weight_decay": 0.1}; `only` some of its architectures, e.g. ["TF", "FFN"]);
     returns its summary (also written to OUT)."""
@@ -61,7 +61,8 @@ def reproduce(name: str, scale: str = "full", out: str | Path | None = None, wor
     # run_configs checks the executor and every run's memory before it creates OUT and its store
     t0 = time.perf_counter()
     results = run_configs(sweep.configs, out_dir, workers or default_workers(), progress=progress, desc=name,
-                          sweep=sweep, executor=executor, address=address, retry_errors=retry_errors)
+                          sweep=sweep, executor=executor, address=address, retry_errors=retry_errors,
+                          log=log)
     summary = exp.analyze(results, scale)
     summary.wall_s = round(time.perf_counter() - t0, 1)
     summary.out = out_dir

@@ -50,6 +50,25 @@ def protocol_label(label: str, protocol: str) -> str:
     return label + (AS_PUBLISHED if protocol == "as-published" else "")
 
 
+FLAT_ALPHA = 0.5  # "flat": an exponent this small is not ruled out
+
+
+def describe_runs(results: list[RunResult]) -> dict:
+    """What the figures call things: each label's model ("RNN" -> "GRU-500") and the task's
+    metric ("MSE", "error")."""
+    names, metric = {}, None
+    for r in results:
+        lab = (r.config.get("label") or r.config["arch"]).replace(AS_PUBLISHED, "")
+        if lab not in names or metric is None:
+            try:
+                cfg = RunConfig.from_dict(r.config)
+                names.setdefault(lab, cfg.model_config().short_name())
+                metric = metric or cfg.build_task().metric_name
+            except Exception:  # noqa: BLE001 - a plugin not importable here: no names, not a failure
+                pass
+    return {"names": names, "metric": metric or "MSE"}
+
+
 def run_rows(results: list[RunResult]) -> list[dict]:
     rows = []
     for r in results:
@@ -73,6 +92,8 @@ class SampleComplexityExperiment(Experiment):
     # protocol are within `factor` of the published means at these lengths
     matches_published: tuple | None = None
     axis: str = "N"  # the task parameter the figure varies (its values are Scale.Ns)
+    flat: tuple[str, ...] = ()  # labels whose exponent's CI should reach down to FLAT_ALPHA (no growth)
+    growing: tuple[str, ...] = ()  # labels whose exponent's CI should lie above 0
 
     def model_params(self, arch: Arch, x: int) -> dict:
         """The model's parameters at axis value x (an experiment may tie them to it, e.g. heads = q)."""
@@ -109,9 +130,10 @@ class SampleComplexityExperiment(Experiment):
                 samples[arch][N] = np.array([r.samples for r in ok], float)
                 cens[N] = np.array([r.censored for r in ok], bool)
             fits[arch] = fit_exponent(samples[arch], cens).to_dict()
-        claims = self.claims(points, fits, samples, budget, censored)
+        claims = self.claims(points, fits, samples, budget, censored) + self.growth_claims(fits)
         data = {"threshold": float(s.train.get("threshold", TrainConfig().threshold)),
-                "budget": budget, "Ns": list(s.Ns), "seeds": s.seeds, "fits": fits, "points": points}
+                "budget": budget, "Ns": list(s.Ns), "seeds": s.seeds, "fits": fits, "points": points,
+                **describe_runs(results)}
         return Summary(self.registry_name, scale, data, claims, results)
 
     def claims(self, points, fits, samples, budget, censored=None) -> list[Claim]:
@@ -134,6 +156,24 @@ class SampleComplexityExperiment(Experiment):
                                              f"(median {_fmt(mb, budget)} vs {_fmt(mw, budget)})",
                                  bool(mb is not None and (mw is None or mb < mw)),
                                  {"N": largest, better: mb, worse: mw}))
+        return out
+
+    def growth_claims(self, fits: dict) -> list[Claim]:
+        out = []
+        for labels, flat in ((self.flat, True), (self.growing, False)):
+            for lab in labels:
+                f = fits.get(lab)
+                if not f or f.get("alpha") is None or f["ci"][0] is None:
+                    continue
+                lo, hi = f["ci"]
+                if flat:
+                    out.append(Claim("exponent", f"{lab}'s samples stay flat in N: alpha = {f['alpha']:.2f}, 95% CI "
+                                                 f"[{lo:.2f}, {hi:.2f}] reaches down to {FLAT_ALPHA} or below",
+                                     bool(lo <= FLAT_ALPHA), {"alpha": f["alpha"], "ci": [lo, hi]}))
+                else:
+                    out.append(Claim("exponent", f"{lab}'s samples grow with N: alpha = {f['alpha']:.2f}, 95% CI "
+                                                 f"[{lo:.2f}, {hi:.2f}] lies above 0",
+                                     bool(lo > 0), {"alpha": f["alpha"], "ci": [lo, hi]}))
         return out
 
     def _published_claims(self, points: list[dict]) -> list[Claim]:

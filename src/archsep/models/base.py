@@ -25,6 +25,12 @@ class ModelConfig(abc.ABC):
     def params(self) -> dict:
         return dataclasses.asdict(self)  # type: ignore[call-overload]
 
+    def short_name(self) -> str:
+        """What a legend calls the model, e.g. "GRU-500", "TF-(1,64)"; by default its registered
+        name with its width, if it has one."""
+        width = next((getattr(self, f) for f in ("width", "hidden") if isinstance(getattr(self, f, None), int)), None)
+        return f"{self.registry_name}-{width}" if width else self.registry_name
+
 
 class SeqModel(nn.Module):
     # whether K copies trained as one vmapped computation beat K separate ones on a CPU: not for
@@ -50,6 +56,8 @@ def input_layer(spec: TaskSpec, width: int | None) -> nn.Module:
     """Token ids -> embeddings; vectors -> a linear map to `width`, or unchanged when None."""
     if spec.input == "tokens":
         if width is None:
-            raise ValueError("a token task needs a model width")
+            from ..errors import ArchsepError
+
+            raise ArchsepError("model_params.embed: a token task needs a model width (e.g. embed = 64)")
         return nn.Embedding(spec.input_dim, width)
     return nn.Identity() if width is None else nn.Linear(spec.input_dim, width)

@@ -129,5 +129,8 @@ class DSSConfig(ModelConfig):
         check(0 < self.dt_min <= self.dt_max, "dt_min", f"need 0 < dt_min <= dt_max, got {self.dt_min}, {self.dt_max}")
         check(self.mode in _MODES, "mode", f"must be one of {', '.join(_MODES)}, got {self.mode!r}")
 
+    def short_name(self) -> str:
+        return f"DSS-{self.width}"
+
     def build(self, spec: TaskSpec) -> DSS:
         return DSS(self, spec)

@@ -276,5 +276,8 @@ and on GPU, else parallel on GPU, fused on CPU) | fused | parallel | sequential.
         check(self.norm in _NORMS, "norm", f"must be one of {', '.join(_NORMS)}, got {self.norm!r}")
         check(self.scan in _SCANS, "scan", f"must be one of {', '.join(_SCANS)}, got {self.scan!r}")
 
+    def short_name(self) -> str:
+        return f"Mamba-{self.width}"
+
     def build(self, spec: TaskSpec) -> Mamba:
         return Mamba(self, spec)

@@ -54,6 +54,9 @@ class RNNConfig(ModelConfig):
         check(self.hidden >= 1, "hidden", f"must be >= 1, got {self.hidden}")
         check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
 
+    def short_name(self) -> str:
+        return f"{self.cell.upper()}-{self.hidden}" + ("" if self.bidirectional else " (one direction)")
+
     def build(self, spec: TaskSpec) -> RNN:
         return RNN(self, spec)
 
@@ -80,6 +83,9 @@ class LSTMConfig(ModelConfig):
         check(self.hidden >= 1, "hidden", f"must be >= 1, got {self.hidden}")
         check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
         check(self.embed is None or self.embed >= 1, "embed", f"must be >= 1, got {self.embed}")
+
+    def short_name(self) -> str:
+        return f"LSTM-{self.hidden}"
 
     def build(self, spec: TaskSpec) -> RNN:
         return RNN(self, spec)

@@ -174,5 +174,8 @@ class PreLNTransformerConfig(ModelConfig):
         check(self.positions in _POSITIONS, "positions", f"must be one of {', '.join(_POSITIONS)}, got {self.positions!r}")
         check(self.pool in _POOLS, "pool", f"must be one of {', '.join(_POOLS)}, got {self.pool!r}")
 
+    def short_name(self) -> str:
+        return f"TF-({self.layers},{self.width})"  # paper A's name: (layers, width)
+
     def build(self, spec: TaskSpec) -> PreLNTransformer:
         return PreLNTransformer(self, spec)

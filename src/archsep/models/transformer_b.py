@@ -112,5 +112,8 @@ class TransformerBConfig(ModelConfig):
         check(self.mlp_width >= 1, "mlp_width", f"must be >= 1, got {self.mlp_width}")
         check(self.form in ("theory", "authors"), "form", f"must be 'theory' or 'authors', got {self.form!r}")
 
+    def short_name(self) -> str:
+        return f"TF-{self.heads}h" + (" [authors' form]" if self.form == "authors" else "")
+
     def build(self, spec: TaskSpec) -> TransformerB:
         return TransformerB(self, spec)

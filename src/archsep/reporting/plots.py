@@ -46,7 +46,9 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | N
         hi = [(p["ci"][1] if p["ci"][1] is not None else p["mean"]) - p["mean"] for p in pts]
         fit = summary.get("fits", {}).get(arch, {})
         a, ci = fit.get("alpha"), fit.get("ci") or [None, None]
-        lab = arch if a is None else (f"{arch}: α={a:.2f}" + ("" if ci[0] is None else f" [{ci[0]:.2f}, {ci[1]:.2f}]"))
+        name = summary.get("names", {}).get(base)
+        shown_as = arch if not name or name == base else f"{arch} ({name})"
+        lab = shown_as if a is None else (f"{shown_as}: α={a:.2f}" + ("" if ci[0] is None else f" [{ci[0]:.2f}, {ci[1]:.2f}]"))
         ax.errorbar(N, mean, yerr=[lo, hi], marker=MARKERS[bases.index(base) % len(MARKERS)], capsize=3, ls="none",
                     color=colour[base], mfc="white" if alt else colour[base], label=lab)
         if a is not None and fit.get("intercept") is not None:
@@ -75,7 +77,7 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | N
     ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("sequence length N")
-    ax.set_ylabel(f"samples to test MSE < {summary['threshold']}")
+    ax.set_ylabel(f"samples to held-out {summary.get('metric', 'MSE')} < {summary['threshold']}")
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)

@@ -52,8 +52,16 @@ def _key(v: Any) -> str:
     return json.dumps(v, sort_keys=True)
 
 
-def analyze(results: list[RunResult], x: str = "task_params.N", separations: list | None = None) -> dict:
-    """Per-point statistics, exponent fits and separation statements (JSON-safe dict)."""
+def analyze(results: list[RunResult] | str | Path, x: str = "task_params.N", separations: list | None = None) -> dict:
+    """Per-point statistics, exponent fits and separation statements (a JSON-safe dict) of
+    `results` (or of every run stored in an output directory): `points` (per curve and x:
+    mean and median samples with CIs, censored counts), `fits` (per curve: the exponent alpha
+    of samples ~ x^alpha with its 95% CI), `separations` (for each (better, worse) label pair:
+    whether worse's exponent is larger, censoring-aware)."""
+    if isinstance(results, (str, Path)):
+        from .tables import load_results
+
+        results = load_results(results)
     flats = [_flat(r) for r in results]
     fields = sorted({k for f in flats for k in f} - {"seed", "train.device"})
     varying = [k for k in fields if len({_key(f.get(k)) for f in flats}) > 1]
@@ -98,8 +106,16 @@ def analyze(results: list[RunResult], x: str = "task_params.N", separations: lis
         s = separation(better, data[b], worse, data[w], censored=cens_any[b] or cens_any[w],
                        censored_a=cens_flags[b], censored_b=cens_flags[w])
         seps.append(s.to_dict())
+    from ..experiments.samples import describe_runs
+
+    named = describe_runs(results)
+    names = {}  # curve -> its model's name (a curve's runs share their label)
+    for c, by_x in pts.items():
+        cfg = next(iter(by_x.values()))[0][0].config
+        names[c] = named["names"].get((cfg.get("label") or cfg["arch"]).split(" [")[0])
     return {"x": x, "varying": varying, "points": points, "fits": fits, "separations": seps,
-            "curves": sorted(pts), "curve_fields": curve_fields}
+            "curves": sorted(pts), "curve_fields": curve_fields, "metric": named["metric"],
+            "names": {c: n for c, n in names.items() if n}}
 
 
 def _curve_fields(flats: list[dict], varying: list[str], x: str) -> list[str]:
@@ -149,7 +165,8 @@ def figure_samples(analysis: dict, threshold: str) -> str | None:
     if not pts or all(p["mean"] is None for p in pts):
         return None
     with tempfile.TemporaryDirectory() as tmp:
-        paths = samples_vs_N({"points": pts, "fits": analysis["fits"], "threshold": threshold},
+        paths = samples_vs_N({"points": pts, "fits": analysis["fits"], "threshold": threshold,
+                              "metric": analysis.get("metric", "MSE"), "names": analysis.get("names", {})},
                              Path(tmp) / "fig", title="samples to threshold")
         png = [p for p in paths if p.suffix == ".png"][0]
         return base64.b64encode(png.read_bytes()).decode()

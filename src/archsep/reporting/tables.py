@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 
@@ -14,3 +15,50 @@ def write_csv(rows: list[dict], path: Path) -> Path:
         w.writerows(rows)
     tmp.replace(path)  # a reader never sees half a file
     return path
+
+
+def export_rows(store) -> list[dict]:
+    """One flat dict per run: config fields as dotted columns, metrics, provenance."""
+    sweeps_of: dict[str, list[str]] = {}
+    names = {s["sweep_id"]: s["name"] for s in store.sweeps()}
+    for p in store.planned():
+        sweeps_of.setdefault(p["run_id"], []).append(names.get(p["sweep_id"], p["sweep_id"]))
+    out = []
+    for row in store.rows():
+        cfg = json.loads(row["config"])
+        flat = {"run_id": row["run_id"], "task": cfg.get("task"), "arch": cfg.get("arch"),
+                "label": cfg.get("label"), "seed": cfg.get("seed")}
+        for t in ("task_params", "model_params", "train"):
+            for k, v in sorted((cfg.get(t) or {}).items()):
+                flat[f"{t}.{k}"] = json.dumps(v) if isinstance(v, (list, dict)) else v
+        flat.update({k: row[k] for k in ("status", "samples", "resolution", "final_metric", "best_metric",
+                                        "wall_s", "params", "state_size")})
+        flat.update({k: row.get(k) for k in ("test_metric", "best_samples")})
+        flat["censored"] = row["status"] == "censored"
+        flat["error"] = (row["error"] or "").strip().splitlines()[0] if row["error"] else None
+        flat.update({k: row[k] for k in ("archsep_version", "torch_version", "device", "host", "started_at",
+                                        "finished_at", "committed_at")})
+        flat["sweeps"] = ",".join(sorted(set(sweeps_of.get(row["run_id"], []))))
+        flat["curve"] = row["curve"]
+        out.append(flat)
+    return out
+
+
+def load(out_dir: str | Path):
+    """Every run stored in `out_dir` as a pandas DataFrame, one row per run: config fields as
+    dotted columns (`task_params.N`, `train.lr`), status, samples, metrics, provenance, and the
+    learning curve as JSON. The same table as `archsep export`."""
+    import pandas as pd
+
+    from ..runs.store import open_store
+
+    with open_store(out_dir, create=False) as store:
+        return pd.DataFrame(export_rows(store))
+
+
+def load_results(out_dir: str | Path) -> list:
+    """Every run stored in `out_dir` as `RunResult`s (what `analyze` takes)."""
+    from ..runs.store import open_store
+
+    with open_store(out_dir, create=False) as store:
+        return store.results()

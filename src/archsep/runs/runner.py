@@ -32,11 +32,11 @@ class Results(list):
         return [r for r in self if r.status == "error"]
 
 
-def _commit(store: Store, row: dict, saved: int, total: int) -> None:
-    """Commit one run; a full disk is one line that says what is safe (the store stays
-    consistent: the failed transaction is rolled back)."""
+def _commit(store: Store, row: dict, saved: int, total: int) -> bool:
+    """Commit one run (False: another sweep had stored it first); a full disk is one line that
+    says what is safe (the store stays consistent: the failed transaction is rolled back)."""
     try:
-        store.add(row)
+        return store.add(row)
     except sqlite3.OperationalError as e:
         if "full" in str(e) or "I/O" in str(e):
             raise ArchsepError(f"out: the disk holding '{store.path}' is full ({e}): {saved} of {total} run(s) of this "
@@ -47,16 +47,29 @@ def _commit(store: Store, row: dict, saved: int, total: int) -> None:
 def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None, workers: int | None = 1,
                 progress: bool = True, on_result: Callable[[RunResult], None] | None = None,
                 desc: str = "runs", executor: str = "local", address: str | None = None,
-                sweep=None, retry_errors: bool = False) -> list[RunResult]:
+                sweep=None, retry_errors: bool = False, log: str | None = None) -> list[RunResult]:
     """Run every config once and return the results in the order of `configs`. Runs already
     in the store of `out_dir` are reused, not recomputed (errors too, unless `retry_errors`).
     Without `out_dir` the results live in a temporary in-memory list only. Everything that can
-    be checked is checked before the store is created: the executor, its address, Ray."""
+    be checked is checked before the store is created: the executor, its address, Ray.
+    `log` ("mlflow" | "tensorboard") mirrors each run to a tracker under `out_dir` after it
+    is committed to the store (which stays the record)."""
     check_executor(executor, address)
+    tracker = None
+    if log is not None:
+        from .tracking import check_tracker
+
+        check_tracker(log)
+        if out_dir is None:
+            raise ArchsepError("log: needs an output directory (out_dir) to write the tracker's files into")
     for c in configs:  # a run that could not fit in memory is refused before anything is made
         check_memory(c)
     store: Store | None = open_store(out_dir) if out_dir is not None else None
     try:
+        if log is not None:
+            from .tracking import make_tracker
+
+            tracker = make_tracker(log, out_dir, name=sweep.name if sweep is not None else None)
         if store is not None and sweep is not None:
             store.register_sweep(sweep.sweep_id, sweep.name, sweep.source,
                                  [(c.run_id, c.to_dict()) for c in configs],
@@ -85,8 +98,9 @@ def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None,
                               f"{ex.describe()}", file=sys.stderr)
                 for rows in ex.run(plan_batches(todo)):
                     for row in rows:
-                        if store is not None:
-                            _commit(store, row, len(done) - len(reused), len(todo))
+                        if store is not None and _commit(store, row, len(done) - len(reused), len(todo)) \
+                                and tracker is not None:
+                            tracker.log(row)
                         r = result_from_row({**row, "committed_at": ""})
                         done[r.run_id] = r
                         failures += r.status in ("error", "diverged")
@@ -104,10 +118,15 @@ def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None,
         if store is not None:
             # what the store holds (the first committed result wins when two sweeps raced)
             done.update({r.run_id: r for r in store.results(unique)})
+            if tracker is not None:  # reused runs, and any whose logging failed: repeats are skipped
+                for row in store.rows(unique):
+                    tracker.log(row)
         out = Results(done[i] for i in ids)
         out.reused = reused
         return out
     finally:
+        if tracker is not None:
+            tracker.close()
         if store is not None:
             store.close()
 

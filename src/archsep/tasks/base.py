@@ -72,6 +72,11 @@ class Task(abc.ABC):
         return True
 
     @property
+    def metric_name(self) -> str:
+        """What `metric` measures, for axis labels: "MSE" or "error" (1 - accuracy)."""
+        return "MSE" if self.kind == "regression" else "error"
+
+    @property
     @abc.abstractmethod
     def baseline(self) -> float:
         """The metric of the best input-independent predictor (MSE 1, or 1 - chance accuracy)."""

@@ -58,3 +58,5 @@ class Fig1b(SampleComplexityExperiment):
                   train={**CODE, "threshold": 0.2, "budget": 150_000, "eval_size": 2000},
                   task_params={**TASK, "simple": True})
     separations = (("TF", "FFN"), ("RNN", "FFN"))
+    flat = ("TF",)  # the paper: the Transformer's sample complexity does not grow with N here
+    growing = ("FFN",)
