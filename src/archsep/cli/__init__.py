@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only these architectures of the preset, by label (e.g. TF,FFN); the others can "
                         "be added later into the same --out")
     r.add_argument("--log", help="also record each finished run in mlflow | tensorboard (under --out)")
+    r.add_argument("--dry-run", action="store_true",
+                   help="run nothing: print the runs' FLOPs and estimated time here and on a GPU")
     r.add_argument("--no-progress", action="store_true")
 
     sub.add_parser("list", help="list presets, tasks, architectures and links")
@@ -93,6 +95,14 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         check_tracker(a.log)
     from ..runs.sweep import parse_set
 
+    if a.dry_run:
+        from ..runs.sweep import from_experiment
+        from .sweep import print_costs
+
+        s = from_experiment(a.preset, scale, a.device, parse_set(a.set), a.only)
+        out = a.out or default_out_of(a.preset, scale, parse_set(a.set))
+        print_costs(s.name, s.configs, out, a.workers)
+        return 0
     summary = reproduce(a.preset, scale, a.out, a.workers, a.device, progress=not a.no_progress,
                         executor=a.executor, address=a.address, overrides=parse_set(a.set),
                         retry_errors=a.retry_errors, only=a.only, log=a.log)
@@ -100,6 +110,13 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     from .sweep import errors_exit
 
     return errors_exit(summary.results, summary.out)
+
+
+def default_out_of(preset: str, scale: str, overrides: dict) -> str:
+    from ..experiments.reproduce import default_out
+    from ..runs.sweep import override_suffix
+
+    return str(default_out(preset, scale)) + override_suffix(overrides)
 
 
 def cmd_list(a: argparse.Namespace) -> int:

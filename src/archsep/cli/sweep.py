@@ -45,6 +45,20 @@ def add_parsers(sub, positive_int) -> None:
     r.add_argument("-o", "--output", help="output file (default DIR/report.html)")
 
 
+def print_costs(name: str, configs, out, workers: int | None) -> None:
+    """The cost estimate of `configs` (runs finished in OUT's store cost nothing more)."""
+    import os
+
+    from ..engine.cost import estimate, report
+    from ..runs.store import DB_NAME, open_store
+
+    finished: dict[str, int] = {}
+    if (Path(out) / DB_NAME).exists():
+        with open_store(out, create=False) as store:
+            finished = {r.run_id: 0 for r in store.results([c.run_id for c in configs])}
+    print(report(name, estimate(configs, workers or os.cpu_count() or 1, finished)))
+
+
 def check_executor(a: argparse.Namespace) -> None:
     """--executor, --address and --device, checked before anything is created."""
     from ..runs.executors import check_executor as check
@@ -70,12 +84,13 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     if a.print_toml:
         sys.stdout.write(s.source)
         return 0
+    out = Path(a.out) if a.out else Path("results") / s.name
     if a.dry_run:
         print(f"{s.name}: {len(s.configs)} run(s), sweep id {s.sweep_id}")
         for c in s.configs:
             print(f"  {c.run_id}  {c.label or c.arch:<6} {json.dumps(c.task_params, sort_keys=True)} seed={c.seed}")
+        print_costs(s.name, s.configs, out, a.workers)
         return 0
-    out = Path(a.out) if a.out else Path("results") / s.name
     results = run_configs(s.configs, out, a.workers, progress=not a.no_progress, desc=s.name,
                           executor=a.executor, address=a.address, sweep=s, retry_errors=a.retry_errors,
                           log=a.log)

@@ -2,6 +2,6 @@
 registering an `Experiment` subclass, plus an import line here."""
 from .base import EXPERIMENTS, PRESETS, Experiment
 from .paper_b import fig1, fig2, fig3, heads  # noqa: F401  (registers)
-from .paper_a import dyck, equality, lookup, mamba_width  # noqa: F401  (registers)
+from .paper_a import dyck, equality, lookup, mamba_width, nearest  # noqa: F401  (registers)
 
 __all__ = ["EXPERIMENTS", "PRESETS", "Experiment"]

@@ -37,6 +37,11 @@ class SizeArch:
     params: dict = field(default_factory=dict)
     widths: tuple[int, ...] = (64,)
     width_key: str = "width"
+    # where a scale gives this family less than the others (a CPU scale: an expensive model at
+    # the lengths its claim needs, or fewer steps); None: the scale's own
+    Ns: tuple[int, ...] | None = None
+    steps: int | None = None
+    lrs: tuple[float, ...] | None = None
 
     def name(self, width: int) -> str:
         return f"{self.label}-{width}" if not self.label.startswith("TF") else f"TF-({self.label[3:]},{width})"
@@ -59,18 +64,19 @@ class SizeScale:
     variants: tuple[tuple[str, dict], ...] = (("", {}),)  # (name, extra task params)
 
 
-def tf(layers: int, widths: tuple[int, ...] = (64,), heads: int | None = None) -> SizeArch:
+def tf(layers: int, widths: tuple[int, ...] = (64,), heads: int | None = None, **only) -> SizeArch:
     # default: 4 heads of width 16 at width 64 (fewer for narrow models); learned positions, causal
     extra = {} if heads is None else {"heads": heads}
-    return SizeArch(f"TF-{layers}", "tf-preln", {"layers": layers, "positions": "learned", "causal": True, **extra}, widths)
+    return SizeArch(f"TF-{layers}", "tf-preln", {"layers": layers, "positions": "learned", "causal": True, **extra},
+                    widths, **only)
 
 
-def lstm(widths: tuple[int, ...] = (64,)) -> SizeArch:
-    return SizeArch("LSTM", "lstm", {"layers": 1}, widths, "hidden")
+def lstm(widths: tuple[int, ...] = (64,), **only) -> SizeArch:
+    return SizeArch("LSTM", "lstm", {"layers": 1}, widths, "hidden", **only)
 
 
-def mamba(widths: tuple[int, ...] = (64,), **kw) -> SizeArch:
-    return SizeArch("Mamba", "mamba", {"layers": 1, **kw}, widths)
+def mamba(widths: tuple[int, ...] = (64,), only: dict | None = None, **kw) -> SizeArch:
+    return SizeArch("Mamba", "mamba", {"layers": 1, **kw}, widths, **(only or {}))
 
 
 def dss(widths: tuple[int, ...] = (64,)) -> SizeArch:
@@ -89,12 +95,12 @@ class Cell:
 def cell_runs(task: str, arch: SizeArch, width: int, N: int, seed: int, s: SizeScale, label: str,
               task_params: dict, device: str = "auto") -> tuple[RunConfig, ...]:
     def train(lr: float) -> TrainConfig:
-        return TrainConfig(lr=lr, weight_decay=0.0, batch_size=BATCH, budget=s.steps * BATCH,
+        return TrainConfig(lr=lr, weight_decay=0.0, batch_size=BATCH, budget=(arch.steps or s.steps) * BATCH,
                            threshold=1 - TARGET + 1e-12, eval_every=s.eval_every, eval_size=s.val_size,
                            eval_mode="every", keep_best=True, test_size=s.test_size, device=device)
 
     return tuple(RunConfig(task, arch.arch, {**task_params, "N": N}, arch.model_params(width), train(lr), seed, label)
-                 for lr in s.lrs)
+                 for lr in arch.lrs or s.lrs)
 
 
 def select(runs: list[RunResult | None]) -> tuple[int, RunResult] | None:
@@ -164,6 +170,8 @@ class SizeExperiment(Experiment):
             for a in s.archs:
                 for w in a.widths:
                     for N in s.Ns:
+                        if a.Ns is not None and N not in a.Ns:
+                            continue
                         for seed in range(s.seeds):
                             label = a.name(w) + (f" [{vname}]" if vname else "")
                             out.append(Cell(label, N, w, seed,

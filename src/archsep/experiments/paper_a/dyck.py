@@ -16,8 +16,19 @@ class DyckFig2(SizeExperiment):
                      lrs=(1e-3, 3e-4, 1e-4), steps=20_000, eval_every=250, val_size=2000, seeds=1)
     quick = SizeScale(Ns=(20, 50, 100), archs=(tf(1, (64,)), lstm((64,))),
                       lrs=(1e-3,), steps=1000, eval_every=100, val_size=500, test_size=5000)
+    # cpu: N up to 200, two seeds, one learning rate; TF-(2,64) (a two-layer model is 6x the
+    # cost at N = 200) is left to the full scale
+    cpu = SizeScale(Ns=(50, 100, 200), archs=(tf(1, (64,)), lstm((64,))),
+                    lrs=(1e-3,), steps=5000, eval_every=250, val_size=1000, test_size=5000, seeds=2)
+    scales = ("quick", "cpu", "full")
 
     def claims(self, table: dict, s: SizeScale) -> list[Claim]:
+        if s is self.cpu:
+            ls, t = self.acc(table, "LSTM-64", 200, 64), self.acc(table, "TF-(1,64)", 200, 64)
+            return [Claim("threshold", f"N=200: LSTM-64 >= 95% on Dyck-(2,2) ({pct(ls)})",
+                          ls is not None and ls >= 0.95, {"N": 200, "LSTM-64": ls}),
+                    Claim("threshold", f"N=200: TF-(1,64) <= 75% on Dyck-(2,2) ({pct(t)})",
+                          t is not None and t <= 0.75, {"N": 200, "TF-(1,64)": t})]
         lo, hi = min(s.Ns), max(s.Ns)
         ls = {N: self.acc(table, "LSTM-64", N, 64) for N in s.Ns}
         out = [Claim("threshold", "LSTM-64 reaches >= 95% on Dyck-(2,2) at every length ("
