@@ -1,0 +1,72 @@
+"""The CUDA path: what runs on a GPU when one is there; skipped cleanly without one (this
+project's machines have none: the GPU runs are outstanding until a session is lent one)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from archsep import RunConfig, TrainConfig
+from archsep.engine.train import train_many, train_run
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+
+
+def cfg(seed: int, device: str, **train) -> RunConfig:
+    t = TrainConfig(**{"threshold": 0.7, "budget": 40_000, "eval_size": 500, "device": device, **train})
+    return RunConfig("qstr", "tf", {"N": 4, "d": 4}, {"mlp_width": 32}, t, seed)
+
+
+@cuda
+def test_stacked_seeds_on_cuda_reach_the_samples_of_the_plain_path():
+    plain = [train_run(cfg(s, "cuda", eval_mode="every")) for s in range(3)]
+    fast = train_many([cfg(s, "cuda") for s in range(3)])
+    for p, f in zip(plain, fast):
+        assert p.status == f.status == "ok" and abs(p.samples - f.samples) <= p.resolution
+
+
+@cuda
+def test_cuda_and_cpu_agree_within_the_resolution():
+    on_cpu = [train_run(cfg(s, "cpu")) for s in range(2)]
+    on_gpu = [train_run(cfg(s, "cuda")) for s in range(2)]
+    for c, g in zip(on_cpu, on_gpu):  # different kernels, so not bit-identical: close
+        assert c.status == g.status == "ok"
+        assert abs(c.samples - g.samples) <= 4 * c.resolution
+
+
+@cuda
+def test_the_training_step_does_not_synchronise_with_the_host():
+    """Between evaluations the loop queues work and never waits for the GPU: a sync there is
+    an error under torch's sync debug mode (evaluations, every eval_every steps, may sync)."""
+    c = cfg(0, "cuda", eval_every=10_000, budget=64 * 50, stop_at_threshold=False)
+    import warnings
+
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            train_run(c)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert not [w for w in record if "synchroniz" in str(w.message)]
+
+
+@cuda
+def test_a_preset_runs_on_cuda_from_the_command_line(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "archsep", "reproduce", "lookup-fig2", "--quick", "--device", "cuda",
+                        "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-2000:]
+    from archsep import load
+
+    assert {str(d).split(":")[0] for d in load(tmp_path / "o").device} == {"cuda"}  # where each run trained
+
+
+def test_without_cuda_asking_for_it_is_one_line(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    p = subprocess.run([sys.executable, "-m", "archsep", "reproduce", "lookup-fig2", "--quick", "--device", "cuda",
+                        "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "cuda" in p.stderr.lower()
+    assert not (tmp_path / "o").exists()
