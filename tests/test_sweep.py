@@ -95,7 +95,9 @@ def test_cli_dry_run_and_print_toml(tmp_path, capsys, monkeypatch):
     f = write(tmp_path / "s.toml", tiny_toml(Ns=(2, 3), seeds=2))
     assert main(["sweep", str(f), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("tiny: 8 run(s)") and len(out.strip().splitlines()) == 9
+    assert out.startswith("tiny: 8 run(s)")
+    assert len([line for line in out.splitlines() if line.startswith("  ") and len(line.split()[0]) == 16]) == 8
+    assert "GFLOP/step" in out and "on this machine about" in out  # and what they cost
     assert main(["sweep", "qstr-fig1a", "--quick", "--print-toml"]) == 0
     assert sw.parse(capsys.readouterr().out).sweep_id == sw.load("qstr-fig1a", "quick").sweep_id
     assert not (tmp_path / "results").exists()

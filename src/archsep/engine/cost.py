@@ -141,7 +141,10 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: dict[str,
     t0 = time.perf_counter()
     for c in configs:
         label = (c.label or c.arch).split(" [")[0]
-        a = by_label.setdefault(label, ArchCost(label, c.model_config().short_name()))
+        name = c.model_config().short_name()
+        a = by_label.setdefault(label, ArchCost(label, name))
+        if name not in a.model.split(" .. "):  # one label over several sizes, e.g. heads = q
+            a.model = f"{a.model.split(' .. ')[0]} .. {name}"
         steps = c.train.budget // c.train.batch_size
         a.runs += 1
         if c.run_id in finished:

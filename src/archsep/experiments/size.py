@@ -185,7 +185,8 @@ class SizeExperiment(Experiment):
         s = self.scale(scale)
         by_id = {r.run_id: r for r in results}
         cells = [cell_record(c, [by_id.get(r.run_id) for r in c.runs]) for c in self.cells(scale)]
-        data = {"task": self.task, "Ns": list(s.Ns), "lrs": list(s.lrs), "steps": s.steps, "seeds": s.seeds,
+        data = {"task": self.task, "Ns": list(s.Ns), "lrs": sorted({lr for a in s.archs for lr in a.lrs or s.lrs}),
+                "steps": max(a.steps or s.steps for a in s.archs), "seeds": s.seeds,
                 "target": TARGET, "test_size": s.test_size, "n_cells": len(cells),
                 "n_errors": sum(c["status"] != "ok" for c in cells), "cells": cells}
         return Summary(self.registry_name, scale, data, self.claims(accuracy_table(cells), s), results)
