@@ -31,6 +31,7 @@ def main() -> None:
     task = cfg.build_task()
     torch.manual_seed(cfg.derived_seed("init"))
     model = cfg.model_config().build(task.spec)
+    model.prune_to_readout()  # as the engine trains it: only the last query in the last block
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0)
     g = torch.Generator().manual_seed(cfg.derived_seed("train"))
     asked = torch.zeros(a.N, dtype=torch.long)  # training examples per query position

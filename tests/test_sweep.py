@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -139,3 +140,12 @@ def test_analysis_reports_censored_points_as_above_the_budget():
     assert p4["median_text"] == "> 1000" and p4["n_censored"] == 3
     assert a["fits"]["TF"]["censored_data"] is True
     json.dumps(a)  # JSON-safe
+
+
+def test_every_example_sweep_file_is_valid():
+    root = Path(__file__).resolve().parents[1] / "examples" / "sweeps"
+    files = sorted(root.glob("*.toml"))
+    assert files
+    for f in files:
+        s = sw.load(f)
+        assert s.configs and len({c.run_id for c in s.configs}) == len(s.configs), f
