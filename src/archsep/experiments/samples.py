@@ -66,7 +66,7 @@ def describe_runs(results: list[RunResult]) -> dict:
                 metric = metric or cfg.build_task().metric_name
             except Exception:  # noqa: BLE001 - a plugin not importable here: no names, not a failure
                 pass
-    return {"names": names, "metric": metric or "MSE"}
+    return {"names": names, "metric": metric or "metric"}  # a task not importable here: no name
 
 
 def run_rows(results: list[RunResult]) -> list[dict]:
