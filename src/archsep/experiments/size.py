@@ -274,9 +274,9 @@ def heatmaps(cells: list[dict], name: str, stem: Path) -> list[Path]:
         im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", origin="lower", aspect="auto")
         for i in range(len(ws)):
             for j in range(len(Ns)):
-                txt = "–" if np.isnan(grid[i, j]) else f"{100 * grid[i, j]:.0f}"
+                txt = "not run" if np.isnan(grid[i, j]) else f"{100 * grid[i, j]:.0f}"
                 ax.text(j, i, txt, ha="center", va="center", fontsize=8,
-                        color="w" if np.isnan(grid[i, j]) or grid[i, j] < 0.6 else "k")
+                        color="grey" if np.isnan(grid[i, j]) else "w" if grid[i, j] < 0.6 else "k")
         ax.set_xticks(range(len(Ns)), [str(N) for N in Ns])
         ax.set_yticks(range(len(ws)), [str(w) for w in ws])
         ax.set_xlabel("length N")
