@@ -17,7 +17,7 @@ def test_estimate_counts_every_run_and_skips_finished_ones():
     assert abs(est["train_flops"] - want) <= 1e-9 * want
     assert est["cpu_core_s"] / 2 <= est["cpu_wall_s"] + 1e-9 <= est["cpu_core_s"] + 1e-9
     assert est["gpu_s"] > 0
-    done = {c.run_id: 0 for c in configs[:2]}
+    done = {c.run_id for c in configs[:2]}
     part = cost.estimate(configs, workers=2, finished=done)
     assert part["to_run"] == len(configs) - 2 and part["cpu_core_s"] < est["cpu_core_s"]
     assert part["train_flops"] < est["train_flops"]

@@ -99,9 +99,11 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         from ..runs.sweep import from_experiment
         from .sweep import print_costs
 
-        s = from_experiment(a.preset, scale, a.device, parse_set(a.set), a.only)
-        out = a.out or default_out_of(a.preset, scale, parse_set(a.set))
-        print_costs(s.name, s.configs, out, a.workers)
+        from ..experiments.reproduce import default_out
+
+        overrides = parse_set(a.set)
+        s = from_experiment(a.preset, scale, a.device, overrides, a.only)
+        print_costs(s.name, s.configs, a.out or default_out(a.preset, scale, overrides), a.workers)
         return 0
     summary = reproduce(a.preset, scale, a.out, a.workers, a.device, progress=not a.no_progress,
                         executor=a.executor, address=a.address, overrides=parse_set(a.set),
@@ -110,13 +112,6 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     from .sweep import errors_exit
 
     return errors_exit(summary.results, summary.out)
-
-
-def default_out_of(preset: str, scale: str, overrides: dict) -> str:
-    from ..experiments.reproduce import default_out
-    from ..runs.sweep import override_suffix
-
-    return str(default_out(preset, scale)) + override_suffix(overrides)
 
 
 def cmd_list(a: argparse.Namespace) -> int:

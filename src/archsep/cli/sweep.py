@@ -52,10 +52,10 @@ def print_costs(name: str, configs, out, workers: int | None) -> None:
     from ..engine.cost import estimate, report
     from ..runs.store import DB_NAME, open_store
 
-    finished: dict[str, int] = {}
+    finished: set[str] = set()
     if (Path(out) / DB_NAME).exists():
         with open_store(out, create=False) as store:
-            finished = {r.run_id: 0 for r in store.results([c.run_id for c in configs])}
+            finished = store.finished_ids() & {c.run_id for c in configs}
     print(report(name, estimate(configs, workers or os.cpu_count() or 1, finished)))
 
 

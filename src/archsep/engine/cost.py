@@ -131,11 +131,11 @@ def run_seconds(cfg: RunConfig, steps: int) -> tuple[float, float]:
     return cpu, gpu
 
 
-def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: dict[str, int] | None = None) -> dict:
+def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] | None = None) -> dict:
     """Costs per architecture label and in all: every run to its budget, except runs already
-    finished (`finished`: run id -> steps it took), which cost nothing more. The wall time on
+    finished (`finished`: their run ids), which cost nothing more. The wall time on
     this machine schedules the batches longest first over `workers` single-thread workers."""
-    finished = finished or {}
+    finished = finished or set()
     by_label: dict[str, ArchCost] = {}
     run_s: dict[str, tuple[float, float]] = {}
     t0 = time.perf_counter()

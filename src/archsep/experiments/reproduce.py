@@ -22,8 +22,11 @@ def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def default_out(name: str, scale: str) -> Path:
-    return Path("results") / (name if scale == "full" else f"{name}-{scale}")
+def default_out(name: str, scale: str, overrides: dict | None = None) -> Path:
+    """results/<preset>[-<scale>][-<field>=<value>...]"""
+    from ..runs.sweep import override_suffix
+
+    return Path("results") / ((name if scale == "full" else f"{name}-{scale}") + override_suffix(overrides))
 
 
 OUTPUTS = ("runs.csv", "summary.json", "summary.txt")
@@ -50,12 +53,12 @@ def reproduce(name: str, scale: str = "full", out: str | Path | None = None, wor
     """Run experiment `name` at `scale` (with `overrides` of every run's fields, e.g.
     {"train.weight_decay": 0.1}; `only` some of its architectures, e.g. ["TF", "FFN"]);
     returns its summary (also written to OUT)."""
-    from ..runs.sweep import from_experiment, override_suffix
+    from ..runs.sweep import from_experiment
 
     exp = EXPERIMENTS.get(name)()
     exp.check_scale(scale)
     sweep = from_experiment(name, scale, device, overrides, only)  # registered in the store: `archsep status OUT` sees the plan
-    out_dir = Path(out) if out is not None else Path(str(default_out(name, scale)) + override_suffix(overrides))
+    out_dir = Path(out) if out is not None else default_out(name, scale, overrides)
     if out_dir.is_dir():
         check_out(out_dir)
     # run_configs checks the executor and every run's memory before it creates OUT and its store

@@ -74,11 +74,7 @@ def probe(cfg_dicts: list[dict], plugins: list | None = None) -> str | None:
 
     try:
         activate(plugins)
-        seen = set()
-        for d in cfg_dicts:
-            if (d["task"], d["arch"]) in seen:
-                continue
-            seen.add((d["task"], d["arch"]))
+        for d in cfg_dicts:  # one per (task, arch): `probe_configs`
             cfg = RunConfig.from_dict(d)
             spec = cfg.build_task().spec
             with torch.device("meta"):
@@ -96,6 +92,12 @@ def probe_configs(batches: list[list[RunConfig]]) -> list[dict]:
         for c in b:
             seen.setdefault((c.task, c.arch), c.to_dict())
     return list(seen.values())
+
+
+def probe_failed(problem: str, workers: str) -> ArchsepError:
+    """The fail-fast error of either executor: the worker's one line, and how plugins reach it."""
+    return ArchsepError(f"{problem.splitlines()[0]} (plugins reach the {workers} from a file or module, not "
+                        "__main__: --import, a sweep file's imports = [...], or an archsep.plugins entry point)")
 
 
 def run_batch(cfg_dicts: list[dict], threads: int | None = None, plugins: list | None = None) -> list[dict]:
@@ -164,9 +166,7 @@ class LocalExecutor:
                     problem = "a worker process died while importing the plugins"
                 if problem:
                     pool.shutdown(wait=True, cancel_futures=True)
-                    raise ArchsepError(f"{problem.splitlines()[0]} (plugins reach the workers from a file "
-                                       "or module, not __main__: --import, a sweep file's imports = [...], or an "
-                                       "archsep.plugins entry point)")
+                    raise probe_failed(problem, "workers")
             futs = {pool.submit(run_batch, [c.to_dict() for c in b], self.threads): b for b in todo}
             broken = finished_cleanly = False
             try:
@@ -241,9 +241,7 @@ class RayExecutor:
         plugins = ray.put(payload())
         problem = ray.get(ray.remote(num_cpus=self.threads)(probe).remote(probe_configs(batches), plugins))
         if problem:  # fail fast: a worker that cannot build the runs says so before they start
-            raise ArchsepError(f"{problem.splitlines()[0]} (plugins reach the Ray workers from a file or "
-                               "module, not __main__: --import, a sweep file's imports = [...], or an "
-                               "archsep.plugins entry point)")
+            raise probe_failed(problem, "Ray workers")
         todo = list(batches)
         inflight: dict = {}
         limit = max(2, 2 * self.workers)  # bounded queue: results stream back, memory stays flat
