@@ -37,6 +37,17 @@ def test_cuda_and_cpu_agree_within_the_resolution():
 
 
 @cuda
+@pytest.mark.parametrize("precision", ["tf32", "bf16"])
+def test_reduced_precision_on_cuda_reaches_the_samples_of_fp32(precision):
+    for s in range(2):
+        full = train_run(cfg(s, "cuda", eval_mode="every"))
+        fast = train_run(cfg(s, "cuda", eval_mode="every", precision=precision))
+        assert full.status == fast.status == "ok"
+        assert abs(full.samples - fast.samples) <= max(0.5 * full.samples, 4 * full.resolution)
+    assert not torch.backends.cuda.matmul.allow_tf32  # the process's setting is restored
+
+
+@cuda
 def test_the_training_step_does_not_synchronise_with_the_host():
     """Between evaluations the loop queues work and never waits for the GPU: a sync there is
     an error under torch's sync debug mode (evaluations, every eval_every steps, may sync)."""

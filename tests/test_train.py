@@ -86,6 +86,22 @@ def test_run_identity_is_the_canonical_config():
     assert cfg(device="cpu").run_id == cfg(device="auto").run_id
 
 
+def test_precision_is_part_of_the_identity_only_away_from_fp32():
+    assert "precision" not in cfg().canonical()["train"]  # runs stored before the field keep their ids
+    assert len({cfg(precision=p).run_id for p in ("fp32", "tf32", "bf16")}) == 3
+
+
+@pytest.mark.parametrize("arch, model", [("tf", None), ("rnn", {"hidden": 32}), ("mamba", {"width": 16})])
+def test_bf16_autocast_trains_to_the_threshold_like_fp32(arch, model):
+    """bf16 changes the arithmetic (other numbers than fp32), not what is learned: on a tiny
+    qSTR every architecture reaches the threshold within a few evaluations of its fp32 run."""
+    full = train_run(cfg(arch, model=model, eval_mode="every"))
+    half = train_run(cfg(arch, model=model, eval_mode="every", precision="bf16"))
+    assert full.status == half.status == "ok", (full.error, half.error)
+    assert half.curve != full.curve  # the forward pass really ran in bf16
+    assert abs(half.samples - full.samples) <= max(0.5 * full.samples, 4 * full.resolution)
+
+
 def test_seeds_are_independent_per_role():
     c = cfg()
     roles = {c.derived_seed(r) for r in ("task", "train", "init", "test")}
@@ -95,6 +111,7 @@ def test_seeds_are_independent_per_role():
 @pytest.mark.parametrize("train, field", [
     ({"lr": -1.0}, "lr"), ({"threshold": 0.0}, "threshold"), ({"batch_size": 0}, "batch_size"),
     ({"budget": 10}, "budget"), ({"eval_mode": "sometimes"}, "eval_mode"), ({"device": "tpu"}, "device"),
+    ({"precision": "fp16"}, "precision"),
 ])
 def test_bad_training_values_name_the_field(train, field):
     with pytest.raises(ArchsepError, match=field):

@@ -19,7 +19,7 @@ FORMAT_VERSION = 1  # bump when the meaning of a stored result changes
 # TrainConfig fields added after format 1: part of a run's identity only when not at their
 # default, so every run stored before they existed keeps its id
 _LATER_TRAIN_FIELDS = {"keep_best": False, "test_size": 0, "train_set_size": 0, "probe": False,
-                       "heldout": "training"}
+                       "heldout": "training", "precision": "fp32"}
 # seed roles of the sets a run draws: with a test set, the held-out set is its validation set
 HELD_OUT_ROLE, VALIDATION_ROLE, TEST_ROLE = "test", "validation", "size-test"
 
@@ -61,6 +61,10 @@ class TrainConfig:
     # variable lengths), or "as-published" (the authors' protocol where it differs: qSTR
     # held-out prompts drawn as simple-qSTR, see tasks/qstr.py)
     heldout: Literal["training", "as-published"] = "training"
+    # arithmetic of the training forward pass (held-out and test evaluation stay fp32):
+    # "tf32" lets CUDA matmuls use TensorFloat-32 (no effect on CPU); "bf16" runs the forward
+    # under bfloat16 autocast (CUDA or CPU), with fp32 weights and optimiser
+    precision: Literal["fp32", "tf32", "bf16"] = "fp32"
     device: str = "auto"
 
     def __post_init__(self) -> None:
@@ -86,6 +90,8 @@ class TrainConfig:
               f"must be >= 0 (0: a fresh batch every step), got {self.train_set_size}")
         check(self.train_set_size == 0 or self.train_set_size >= self.batch_size, "train_set_size",
               f"must be >= batch_size={self.batch_size}, got {self.train_set_size}")
+        check(self.precision in ("fp32", "tf32", "bf16"), "precision",
+              f"unknown value {self.precision!r}; allowed: fp32, tf32, bf16")
         resolve_device(self.device)
 
     @property

@@ -172,8 +172,30 @@ def flush_denormals():
         torch.set_flush_denormal(False)  # torch's default: the caller's process is left as it was
 
 
+@contextlib.contextmanager
+def matmul_precision(mode: str, dev: torch.device):
+    """TensorFloat-32 for CUDA matmuls and convolutions while a "tf32" group trains; the
+    process's settings are restored afterwards."""
+    if mode != "tf32" or dev.type != "cuda":
+        yield
+        return
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def autocast(mode: str, dev: torch.device):
+    """The training forward pass's arithmetic: bfloat16 autocast for "bf16", else as is."""
+    if mode == "bf16":
+        return torch.autocast(dev.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def _train_group(cfgs: list[RunConfig], stacked: bool) -> list[RunResult]:
-    with flush_denormals():
+    with flush_denormals(), matmul_precision(cfgs[0].train.precision, resolve_device(cfgs[0].train.device)):
         return _train_group_flushed(cfgs, stacked)
 
 
@@ -199,7 +221,9 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool) -> list[RunResult
     for step in range(1, max_steps + 1):
         # sample -> forward -> loss -> backward -> step
         batches = [tr.data.next() for tr in active]
-        preds = stack.forward([b.x for b in batches])
+        with autocast(tc.precision, dev):
+            preds = stack.forward([b.x for b in batches])
+        preds = [p.float() for p in preds]  # the loss and metric in fp32 whatever the forward's precision
         losses = [tr.task.loss(p, b) for tr, p, b in zip(active, preds, batches)]
         for tr, p, b, loss in zip(active, preds, batches, losses):
             # progressive validation: the metric on a batch before its update

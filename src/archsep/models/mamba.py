@@ -173,12 +173,18 @@ class MambaMixer(nn.Module):
         u, z = self.in_proj(h).chunk(2, -1)  # (B, L, E) each
         u = F.silu(self.conv(u.transpose(1, 2))[..., :L].transpose(1, 2))
         delta, B, C = self._ssm_inputs(u)
+        # the scan runs in fp32 under any autocast: a recurrence over L positions drifts in bf16
+        with torch.autocast(u.device.type, enabled=False):
+            y = self._scan(*(t.float() for t in (u, delta, B, C, z)))
+        return self.out_proj(y)
+
+    def _scan(self, u, delta, B, C, z) -> torch.Tensor:  # (B, L, E) each but B, C: (B, L, N)
         A = -torch.exp(self.A_log)  # (E, N)
         if self.scan == "auto" and _cuda_scan is not None and u.is_cuda and not _under_vmap(u):
             y = _cuda_scan(u.transpose(1, 2).contiguous(), delta.transpose(1, 2).contiguous(), A.contiguous(),
                            B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous(), self.D.float(),
                            z=z.transpose(1, 2).contiguous())
-            return self.out_proj(y.transpose(1, 2))
+            return y.transpose(1, 2)
         scan = self.scan if self.scan != "auto" else ("parallel" if u.is_cuda else "fused")
         if scan == "fused":
             y = fused_scan(u, delta, A, B, C)
@@ -186,7 +192,7 @@ class MambaMixer(nn.Module):
             dA = torch.exp(delta[..., None] * A)  # (B, L, E, N)
             dBx = (delta * u)[..., None] * B[:, :, None, :]
             y = (scan_sequential if scan == "sequential" else scan_parallel)(dA, dBx, C)
-        return self.out_proj((y + self.D * u) * F.silu(z))
+        return (y + self.D * u) * F.silu(z)
 
     def init_state(self, batch: int, device=None, dtype=None) -> dict[str, torch.Tensor]:
         return {"conv": torch.zeros(batch, self.E, self.d_conv - 1, device=device, dtype=dtype),
