@@ -19,6 +19,8 @@ class NearestNeighbourFig(SizeExperiment):
                      lrs=(1e-3, 3e-4, 1e-4), steps=20_000, eval_every=250, val_size=2000, seeds=1)
     quick = SizeScale(Ns=(10, 20, 40), archs=(tf(2, (64,)), lstm((64,)), mamba((64,))),
                       lrs=(1e-3,), steps=1500, eval_every=100, val_size=500, test_size=2000)
+    # cpu: its claim did not hold. TF-(2,64) leaves a plateau near chance at 2500 steps at N = 20
+    # and not within 10k steps at N = 40 (docs/results/nn-fig-cpu/investigation.txt)
     cpu = SizeScale(Ns=(20, 40, 80), archs=(tf(2, (64,)), lstm((64,)), mamba((64,))),
                     lrs=(1e-3,), steps=2000, eval_every=250, val_size=1000, test_size=5000, seeds=2)
     scales = ("quick", "cpu", "full")
