@@ -175,7 +175,7 @@ class MambaMixer(nn.Module):
         delta, B, C = self._ssm_inputs(u)
         # the scan runs in fp32 under any autocast: a recurrence over L positions drifts in bf16
         with torch.autocast(u.device.type, enabled=False):
-            y = self._scan(*(t.float() for t in (u, delta, B, C, z)))
+            y = self._scan(*(t.to(self.A_log.dtype) for t in (u, delta, B, C, z)))
         return self.out_proj(y)
 
     def _scan(self, u, delta, B, C, z) -> torch.Tensor:  # (B, L, E) each but B, C: (B, L, N)
