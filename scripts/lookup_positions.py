@@ -71,5 +71,6 @@ def _right(model, test) -> torch.Tensor:
     model.train()
     return right
 
+
 if __name__ == "__main__":
     main()

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -68,12 +70,15 @@ class TrainConfig:
     device: str = "auto"
 
     def __post_init__(self) -> None:
-        from .registry import INF_OK
+        from .registry import INF_OK, _coerce
 
+        hints = _train_hints()
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if isinstance(v, float) and not math.isfinite(v) and not (v > 0 and f.name in INF_OK):
                 raise ArchsepError(f"{f.name}: expected a finite number, got {v!r}")
+            if typing.get_origin(hints[f.name]) is Literal:  # as a config file's values are checked
+                _coerce(f.name, v, hints[f.name])
         check(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
         check(self.weight_decay >= 0, "weight_decay", f"must be >= 0, got {self.weight_decay}")
         check(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
@@ -90,13 +95,16 @@ class TrainConfig:
               f"must be >= 0 (0: a fresh batch every step), got {self.train_set_size}")
         check(self.train_set_size == 0 or self.train_set_size >= self.batch_size, "train_set_size",
               f"must be >= batch_size={self.batch_size}, got {self.train_set_size}")
-        check(self.precision in ("fp32", "tf32", "bf16"), "precision",
-              f"unknown value {self.precision!r}; allowed: fp32, tf32, bf16")
         resolve_device(self.device)
 
     @property
     def resolution(self) -> int:
         return self.eval_every * self.batch_size
+
+
+@functools.cache
+def _train_hints() -> dict:
+    return typing.get_type_hints(TrainConfig)
 
 
 def resolve_device(name: str) -> torch.device:
