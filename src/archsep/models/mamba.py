@@ -173,7 +173,7 @@ class MambaMixer(nn.Module):
         u, z = self.in_proj(h).chunk(2, -1)  # (B, L, E) each
         u = F.silu(self.conv(u.transpose(1, 2))[..., :L].transpose(1, 2))
         delta, B, C = self._ssm_inputs(u)
-        # the scan runs in fp32 under any autocast: a recurrence over L positions drifts in bf16
+        # outside autocast, in the weights' dtype: a recurrence over L positions drifts in bf16
         with torch.autocast(u.device.type, enabled=False):
             y = self._scan(*(t.to(self.A_log.dtype) for t in (u, delta, B, C, z)))
         return self.out_proj(y)
