@@ -129,8 +129,10 @@ def test_lr_and_seed_leave_the_group_key_except_that_variable_shapes_keep_the_se
 # --- 3. keep_best and the test set -----------------------------------------------------------
 
 def test_keep_best_tests_the_best_checkpoint_not_the_last():
-    # a too-high lr: the held-out error reaches its minimum, then rises again by the end
-    c = dict(lr=0.15, budget=64 * 200, threshold=0.01, test_size=1000, stop_at_threshold=False)
+    # a too-high lr: the held-out error reaches its minimum, then rises again by the end. Where
+    # that happens depends on the CPU's float rounding (0.15 did it on an Intel Xeon and converges
+    # on an AMD EPYC; 0.2 does it on the EPYC): the next assertion keeps the case honest
+    c = dict(lr=0.2, budget=64 * 200, threshold=0.01, test_size=1000, stop_at_threshold=False)
     best = train_run(dyck(**c, keep_best=True))
     last = train_run(dyck(**c, keep_best=False))
     assert best.curve == last.curve  # keep_best changes what is tested, not the training
@@ -151,7 +153,7 @@ def test_keep_best_in_a_stack_tests_each_runs_own_best_checkpoint(monkeypatch):
     # stacked with a second lr; at a high lr small numerical differences (vmapped plain ops vs
     # fused kernels) grow, so the stack is checked against itself stopped at the best point
     c = dict(budget=64 * 200, threshold=0.01, test_size=1000, stop_at_threshold=False)
-    lrs = (0.1, 3e-3)
+    lrs = (0.15, 3e-3)  # 0.1 rose again on an Intel Xeon, not on an AMD EPYC (see above)
     best = train_many([dyck(lr, **c) for lr in lrs])
     last = train_many([dyck(lr, **c, keep_best=False) for lr in lrs])
     hi = best[0]
