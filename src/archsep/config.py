@@ -20,8 +20,10 @@ from .tasks import TASKS, Task
 FORMAT_VERSION = 1  # bump when the meaning of a stored result changes
 # TrainConfig fields added after format 1: part of a run's identity only when not at their
 # default, so every run stored before they existed keeps its id
+BAND = 0.5  # TrainConfig.progressive_band's default
 _LATER_TRAIN_FIELDS = {"keep_best": False, "test_size": 0, "train_set_size": 0, "probe": False,
-                       "heldout": "training", "precision": "fp32"}
+                       "heldout": "training", "precision": "fp32",
+                       "progressive_band": BAND}
 # seed roles of the sets a run draws: with a test set, the held-out set is its validation set
 HELD_OUT_ROLE, VALIDATION_ROLE, TEST_ROLE = "test", "validation", "size-test"
 
@@ -44,6 +46,10 @@ class TrainConfig:
     # progressive_z standard errors (of that mean and of the held-out mean) plus its latest drop.
     eval_mode: Literal["every", "progressive"] = "progressive"
     progressive_z: float = 3.0
+    # ... and skips only above threshold * (1 + progressive_band): the held-out metric of the model
+    # at one step strays from the window's risk by more than any standard error says (measured on
+    # Figure 1b's hovering FFN: docs/sweeps.md, "The first crossing")
+    progressive_band: float = BAND
     # 'progressive' only: an evaluation that is not a curve point stops after 500, 1000 or 2000
     # examples once the control-variate estimate of its mean (heldout.screen) is more than
     # screen_z standard errors above the threshold; inf always evaluates the whole set
@@ -86,6 +92,7 @@ class TrainConfig:
         check(self.threshold > 0, "threshold", f"must be > 0, got {self.threshold}")
         check(self.eval_every >= 1, "eval_every", f"must be >= 1, got {self.eval_every}")
         check(self.eval_size >= 1, "eval_size", f"must be >= 1, got {self.eval_size}")
+        check(self.progressive_band >= 0, "progressive_band", f"must be >= 0, got {self.progressive_band}")
         check(self.progressive_z >= 0, "progressive_z", f"must be >= 0, got {self.progressive_z}")
         check(self.screen_z >= 0, "screen_z", f"must be >= 0 (inf: never stop early), got {self.screen_z}")
         check(self.curve_every >= 1, "curve_every", f"must be >= 1, got {self.curve_every}")

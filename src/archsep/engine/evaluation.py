@@ -16,7 +16,7 @@ from typing import Callable, Literal
 
 import torch
 
-from ..config import HELD_OUT_ROLE, TEST_ROLE, VALIDATION_ROLE, RunConfig
+from ..config import HELD_OUT_ROLE, TEST_ROLE, VALIDATION_ROLE, RunConfig, TrainConfig
 from ..tasks.base import Batch, Task
 
 BLOCK = 25  # examples per block: the unit of the standard errors and of screening
@@ -48,19 +48,21 @@ Action = Literal["skip", "screen", "full"]
 
 
 def decide(*, mode: str, curve_point: bool, has_reference: bool, progressive: float, window_se: float,
-           held_out_se: float, drop: float, z: float, threshold: float) -> Action:
+           held_out_se: float, drop: float, z: float, threshold: float, band: float = 0.0) -> Action:
     """What to do at a scheduled evaluation point (a pure function of the run's statistics).
 
     `progressive` is the mean pre-update loss of the training batches since the last point (an
     unbiased risk estimate) with standard error `window_se`; it lags the current risk by about
-    its recent `drop`. Skip while the threshold is out of reach of it by more than `z` standard
-    errors (of it and of the held-out mean, `held_out_se`); curve points and mode 'every' are
-    always evaluated in full, and so is the first evaluation near the threshold (the reference
-    that screening compares against)."""
+    its recent `drop`. Skip while it stays above the threshold's band, `threshold * (1 + band)`,
+    by more than `z` standard errors (of it and of the held-out mean, `held_out_se`): the band
+    covers what no standard error sees, how far the held-out metric of the model at one step
+    strays from the risk averaged over the window's steps (a hovering curve that crosses by a
+    transient dip). Curve points and mode 'every' are always evaluated in full, and so is the
+    first evaluation near the threshold (the reference that screening compares against)."""
     if mode == "every" or curve_point:
         return "full"
     se = math.sqrt(window_se**2 + (held_out_se if math.isfinite(held_out_se) else window_se) ** 2)
-    if progressive - drop - z * se >= threshold:
+    if progressive - drop - z * se >= threshold * (1 + band):
         return "skip"
     return "screen" if has_reference else "full"
 
@@ -113,18 +115,25 @@ class Screened:
     examples: int
 
 
-def screen(model: Model, task: Task, data: Batch, ref: torch.Tensor, threshold: float, z: float) -> Screened:
+def screen(model: Model, task: Task, data: Batch, ref: torch.Tensor | None, threshold: float, z: float) -> Screened:
+    """`screen_blocks` over a model's held-out set."""
+    return screen_blocks(lambda a, b: block_metrics(model, task, data, a, b), len(data), ref, threshold, z)
+
+
+Blocks = Callable[[int, int], torch.Tensor]  # (start, stop) examples -> the metric of each block in them
+
+
+def screen_blocks(blocks: Blocks, n: int, ref: torch.Tensor | None, threshold: float, z: float) -> Screened:
     """Evaluate block by block; at each look, estimate the full mean as the last full
     evaluation's (`ref`, its block metrics) plus the mean change on the blocks seen so far, and
     stop if that estimate is more than `z` standard errors above `threshold`. The standard
     error is that of the change's mean on the unseen blocks, estimated from the seen ones."""
-    n = len(data)
     sizes = block_sizes(n)
     seen = torch.empty(0, dtype=torch.float64)
-    for look in LOOKS if math.isfinite(z) else ():
+    for look in LOOKS if math.isfinite(z) and ref is not None else ():
         if look >= n:
             break
-        seen = torch.cat([seen, block_metrics(model, task, data, len(seen) * BLOCK, look)])
+        seen = torch.cat([seen, blocks(len(seen) * BLOCK, look)])
         k = len(seen)
         d = seen - ref[:k]
         w_rest = float(sizes[k:].sum() / sizes.sum())  # weight of the unseen blocks in the mean
@@ -133,6 +142,59 @@ def screen(model: Model, task: Task, data: Batch, ref: torch.Tensor, threshold: 
         se = w_rest * float(d.std()) * math.sqrt(1 / k + 1 / (len(sizes) - k))
         if est - z * se > threshold:
             return Screened(est, se, None, True, k * BLOCK)
-    blocks = torch.cat([seen, block_metrics(model, task, data, len(seen) * BLOCK)])
-    mean, se = mean_se(blocks, sizes)
-    return Screened(mean, se, blocks, False, n)
+    all_blocks = torch.cat([seen, blocks(len(seen) * BLOCK, n)])
+    mean, se = mean_se(all_blocks, sizes)
+    return Screened(mean, se, all_blocks, False, n)
+
+
+@dataclass
+class Point:
+    """What a scheduled evaluation point knows before it evaluates: the window's progressive
+    loss, its standard error and recent drop (see `decide`), and whether it is a curve point."""
+
+    progressive: float
+    window_se: float
+    drop: float
+    curve_point: bool
+
+
+@dataclass
+class HeldOutLooks:
+    """One run's held-out evaluations under its schedule (`TrainConfig.eval_mode`): the last
+    full evaluation's blocks (the screening reference) and standard error, and how many
+    evaluations ran in full or were screened out. Training and `first_hit` (which replays
+    recorded evaluations) both look through it, so they take the same decisions."""
+
+    ref: torch.Tensor | None = None
+    se: float = math.inf
+    full_evals: int = 0
+    screened_out: int = 0
+
+    def look(self, tc: TrainConfig, point: Point, blocks: Blocks, n: int) -> float | None:
+        """The exact held-out mean at this point, or None where it was skipped or screened out
+        (then it is above the threshold, with the confidence the schedule asks for)."""
+        action = decide(mode=tc.eval_mode, curve_point=point.curve_point, has_reference=self.ref is not None,
+                        progressive=point.progressive, window_se=point.window_se, held_out_se=self.se,
+                        drop=point.drop, z=tc.progressive_z, threshold=tc.threshold, band=tc.progressive_band)
+        if action == "skip":
+            return None
+        ev = screen_blocks(blocks, n, self.ref, tc.threshold, math.inf if action == "full" else tc.screen_z)
+        if ev.stopped:
+            self.screened_out += 1
+            return None
+        self.full_evals += 1
+        self.se, self.ref = ev.se, ev.blocks
+        return ev.mean
+
+
+def first_hit(tc: TrainConfig, points: list[Point], blocks: list[torch.Tensor]) -> int | None:
+    """Replays a run's schedule over recorded evaluations: `blocks[i]` holds the metric of every
+    held-out block at point i (what evaluating in full there gives). Returns the index of the
+    first point whose looked-at mean is below the threshold, or None: with `eval_mode='every'`
+    the true first crossing, with 'progressive' what the skipping and screening find."""
+    looks = HeldOutLooks()
+    for i, (p, b) in enumerate(zip(points, blocks)):
+        mean = looks.look(tc, p, lambda a, z, b=b: b[a // BLOCK:math.ceil(z / BLOCK)], tc.eval_size)
+        if mean is not None and mean < tc.threshold:
+            return i
+    return None

@@ -23,7 +23,7 @@ import torch
 from ..config import RunConfig, resolve_device
 from ..results import RunResult
 from ..tasks.base import Batch, Task
-from .evaluation import decide, evaluate, held_out_set, screen, test_set
+from .evaluation import HeldOutLooks, Point, block_metrics, evaluate, held_out_set, test_set
 from .planning import group_key, worth_stacking
 from .stack import Single, Stacked
 
@@ -70,7 +70,7 @@ def _base(cfg: RunConfig) -> dict:
     return dict(run_id=cfg.run_id, config=cfg.to_dict(), resolution=tc.resolution,
                 eval_schedule={"every_steps": tc.eval_every, "batch_size": tc.batch_size,
                                "eval_size": tc.eval_size, "mode": tc.eval_mode,
-                               "z": tc.progressive_z, "screen_z": tc.screen_z,
+                               "z": tc.progressive_z, "band": tc.progressive_band, "screen_z": tc.screen_z,
                                "curve_every": tc.curve_every})
 
 
@@ -120,16 +120,13 @@ class _Track:
     train_curve: list = field(default_factory=list)
     probes: list = field(default_factory=list)
     status: str = "censored"
-    held_out_se: float = math.inf  # standard error of the held-out mean, known after the first evaluation
     hit: int | None = None
     best: tuple[float, int] | None = None  # (metric, samples) of the best full evaluation
     best_state: dict | None = None
     test_metric: float | None = None
     done: bool = False
     t_end: float | None = None  # when the run left the stack (stacked runs share the compute)
-    ref: torch.Tensor | None = None  # block metrics of the last full held-out evaluation
-    full_evals: int = 0
-    screened_out: int = 0
+    looks: HeldOutLooks = field(default_factory=HeldOutLooks)
 
     def window_stats(self, samples: int) -> tuple[float, float, float]:
         """Mean and standard error of the window, and its recent drop per window (from the trend
@@ -146,7 +143,7 @@ class _Track:
     def result(self, max_steps: int) -> RunResult:
         tc = self.cfg.train
         base = _base(self.cfg)
-        base["eval_schedule"].update(full_evals=self.full_evals, screened_out=self.screened_out)
+        base["eval_schedule"].update(full_evals=self.looks.full_evals, screened_out=self.looks.screened_out)
         return RunResult(
             **base, status=self.status,  # type: ignore[arg-type]
             samples=self.hit if self.status == "ok" else (max_steps * tc.batch_size if self.status == "censored" else None),
@@ -242,11 +239,7 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool) -> list[RunResult
             if not math.isfinite(progressive) or progressive > limit:
                 tr.status, tr.done = "diverged", True
                 continue
-            action = decide(mode=tc.eval_mode, curve_point=curve_point, has_reference=tr.ref is not None,
-                            progressive=progressive, window_se=window_se, held_out_se=tr.held_out_se,
-                            drop=drop, z=tc.progressive_z, threshold=tc.threshold)
-            if action != "skip":
-                _evaluate(tr, k, stack, samples, math.inf if action == "full" else tc.screen_z, limit)
+            _evaluate(tr, k, stack, samples, Point(progressive, window_se, drop, curve_point), limit)
         stack.train(True)
         # retire finished runs
         if any(tr.done for tr in active):
@@ -264,15 +257,14 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool) -> list[RunResult
     return [tr.result(max_steps) for tr in tracks]
 
 
-def _evaluate(tr: _Track, k: int, stack: Single | Stacked, samples: int, z: float, limit: float) -> None:
-    """One held-out evaluation of run k: screened (may stop early, not a curve point) or full."""
+def _evaluate(tr: _Track, k: int, stack: Single | Stacked, samples: int, point: Point, limit: float) -> None:
+    """Run k's look at its held-out set at a scheduled point: skipped, screened out (confidently
+    above the threshold), or a full evaluation recorded on its curve."""
     tc = tr.cfg.train
-    ev = screen(lambda x: stack.call(k, x), tr.task, tr.held_out, tr.ref, tc.threshold, z)
-    if ev.stopped:  # confidently above the threshold
-        tr.screened_out += 1
+    err = tr.looks.look(tc, point, lambda a, b: block_metrics(lambda x: stack.call(k, x), tr.task, tr.held_out, a, b),
+                        len(tr.held_out))
+    if err is None:
         return
-    tr.full_evals += 1
-    err, tr.held_out_se, tr.ref = ev.mean, ev.se, ev.blocks
     tr.curve.append((samples, err))
     if tc.probe:
         probe = getattr(stack.module(k), "probe", None)
