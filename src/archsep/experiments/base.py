@@ -120,6 +120,8 @@ def run_settings(results: list[RunResult], fields: dict[str, str],
         counts: dict = {}
         for r in results:
             v = _get(r.config, dotted)
+            if v is None:  # a config that does not say (a hand-made result): no evidence either way
+                continue
             key = json.dumps(v, sort_keys=True)
             counts[key] = counts.get(key, 0) + 1
         if not counts:

@@ -141,7 +141,8 @@ class SampleComplexityExperiment(Experiment):
             cens = censored[arch] = {}
             for N in sorted(byN):
                 rs = byN[N]
-                point_budget = max(int(r.config["train"]["budget"]) for r in rs)  # a point's runs share it
+                point_budget = max((int(b) for r in rs if (b := (r.config.get("train") or {}).get("budget"))),
+                                   default=budget)  # a point's runs share it
                 points.append(summarize_point(arch, N, [r.samples for r in rs], [r.status for r in rs],
                                               point_budget).to_dict())
                 ok = [r for r in rs if r.status in ("ok", "censored")]

@@ -210,10 +210,11 @@ class SizeExperiment(Experiment):
         budgets = settings["budget"] if isinstance(settings["budget"], list) else [settings["budget"]]
         thresholds = [float(t) for t in (settings["threshold"] if isinstance(settings["threshold"], list)
                                          else [settings["threshold"]]) if t is not None]
-        batch = max([int(r.config["train"]["batch_size"]) for r in results] or [BATCH])
-        lrs = sorted({float(r.config["train"]["lr"]) for r in results}) or \
+        trains = [r.config.get("train") or {} for r in results]
+        batch = max([int(t["batch_size"]) for t in trains if "batch_size" in t] or [BATCH])
+        lrs = sorted({float(t["lr"]) for t in trains if "lr" in t}) or \
             sorted({lr for a in s.archs for lr in a.lrs or s.lrs})
-        data = {"task": self.task, "Ns": sorted({r.config["task_params"]["N"] for r in results}) or list(s.Ns),
+        data = {"task": self.task, "Ns": sorted({(r.config.get("task_params") or {}).get("N") for r in results} - {None}) or list(s.Ns),
                 "lrs": lrs, "steps": max(budgets) // batch, "seeds": settings["seeds"],
                 "seed_list": settings["seed_list"], "budget": settings["budget"], "eval_size": settings["eval_size"],
                 "target": round(1 - max(thresholds), 6) if thresholds else TARGET, "threshold": settings["threshold"],
