@@ -167,13 +167,15 @@ class RunConfig:
             "task_params": self.build_task().params(),
             "arch": self.arch,
             "model_params": self.model_config().params(),
-            "train": {k: v for k, v in dataclasses.asdict(self.train).items()
-                      if k != "device" and _LATER_TRAIN_FIELDS.get(k, object()) != v},
+            "train": {k: v for k, v in ((f.name, getattr(self.train, f.name)) for f in dataclasses.fields(self.train))
+                      if k != "device" and _LATER_TRAIN_FIELDS.get(k, object()) != v},  # scalars: no deep copy
             "seed": self.seed,
         }
 
-    @property
+    @functools.cached_property
     def run_id(self) -> str:
+        """The run's identity: a hash of its canonical config (computed once per config: a
+        config is immutable, and a large sweep asks for every run's id several times)."""
         blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

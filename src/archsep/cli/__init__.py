@@ -30,7 +30,9 @@ def add_scale_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", help="quick | full (default) | a preset's other scales, e.g. cpu")
     p.add_argument("--quick", action="store_true", help="shorthand for --scale quick")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="with a preset: set a field of every run, e.g. train.weight_decay=0.1 (repeatable)")
+                   help="with a preset: set a field of every run, e.g. train.weight_decay=0.1 (repeatable); "
+                        "seed=S starts the preset's seed list at S (seeds S, S+1, ...); label and the preset's "
+                        "grid axes (e.g. task_params.N) are refused: use --only, or a sweep file")
 
 
 def scale_of(a: argparse.Namespace, default: str = "full") -> str:
@@ -103,12 +105,13 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
 
         overrides = parse_set(a.set)
         s = from_experiment(a.preset, scale, a.device, overrides, a.only)
+        print(f"{s.name}: {len(s.configs)} run(s); estimating their cost", flush=True)  # the count first
         print_costs(s.name, s.configs, a.out or default_out(a.preset, scale, overrides), a.workers)
         return 0
     summary = reproduce(a.preset, scale, a.out, a.workers, a.device, progress=not a.no_progress,
                         executor=a.executor, address=a.address, overrides=parse_set(a.set),
                         retry_errors=a.retry_errors, only=a.only, log=a.log)
-    print(exp.text(summary))
+    print(exp.summary_text(summary))
     from .sweep import errors_exit
 
     return errors_exit(summary.results, summary.out)

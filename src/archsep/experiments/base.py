@@ -39,9 +39,31 @@ class Experiment(abc.ABC):
     def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
         """Every run the figure needs at this scale."""
 
+    # the --set overrides the analysed runs were planned with (see `summarize`); an analysis
+    # that re-plans its runs to group them (a size experiment's cells) applies them too
+    overrides: dict = {}
+
     @abc.abstractmethod
     def analyze(self, results: list[RunResult], scale: str) -> Summary:
         """The figure's numbers and the paper's claims, from the runs of `plan(scale)`."""
+
+    def summarize(self, results: list[RunResult], scale: str, overrides: dict | None = None) -> Summary:
+        """`analyze` of `results` with every run counted once: results that repeat a run id
+        (two configs that are one run) are dropped, and the summary says so in its notes."""
+        unique, dropped = dedupe(results)
+        self.overrides = dict(overrides or {})
+        summary = self.analyze(unique, scale)
+        notes = list(summary.data.get("notes") or [])
+        if dropped:
+            notes.insert(0, f"{dropped} result(s) repeated the run id of another and were dropped: "
+                            f"each of the {len(unique)} distinct run(s) is counted once")
+        summary.data["duplicates_dropped"] = dropped
+        summary.data["notes"] = notes
+        return summary
+
+    def summary_text(self, summary: Summary) -> str:
+        """`text`, then the notes of the summary (dropped duplicates, settings the runs disagree on)."""
+        return "\n".join([self.text(summary)] + [f"  note: {n}" for n in summary.data.get("notes") or []])
 
     @abc.abstractmethod
     def figures(self, summary: Summary, out: Path) -> list[Path]:
@@ -65,6 +87,72 @@ PRESETS = EXPERIMENTS  # the CLI calls a registered experiment a preset
 def claim_lines(claims: list[Claim]) -> list[str]:
     tag = {True: "HELD", False: "DID NOT HOLD", None: "NO VERDICT"}
     return [f"  claim {tag[c.held]}: {c.text}" for c in claims]
+
+
+def dedupe(results: list[RunResult]) -> tuple[list[RunResult], int]:
+    """`results` with each run id once (its first result), and how many were dropped."""
+    seen: set[str] = set()
+    out = []
+    for r in results:
+        if r.run_id not in seen:
+            seen.add(r.run_id)
+            out.append(r)
+    return out, len(results) - len(out)
+
+
+def _get(cfg: dict, dotted: str):
+    head, _, sub = dotted.partition(".")
+    v = cfg.get(head)
+    return (v or {}).get(sub) if sub else v
+
+
+def run_settings(results: list[RunResult], fields: dict[str, str],
+                 fallback: dict | None = None) -> tuple[dict, list[str]]:
+    """The settings the runs were made with, read from their stored configs, never from the
+    preset: `fields` maps a name to a config field ({"budget": "train.budget"}). A name gets
+    its one value where every run agrees, else the sorted list of the values (and a note that
+    says how many runs have each); `seeds` (always given) is the number of distinct seeds and
+    `seed_list` the seeds. Without runs, `fallback` (the scale's settings) fills in."""
+    out: dict = {}
+    notes: list[str] = []
+    fallback = fallback or {}
+    for name, dotted in fields.items():
+        counts: dict = {}
+        for r in results:
+            v = _get(r.config, dotted)
+            if v is None:  # a config that does not say (a hand-made result): no evidence either way
+                continue
+            key = json.dumps(v, sort_keys=True)
+            counts[key] = counts.get(key, 0) + 1
+        if not counts:
+            out[name] = fallback.get(name)
+        elif len(counts) == 1:
+            out[name] = json.loads(next(iter(counts)))
+        else:
+            vals = sorted((json.loads(k) for k in counts), key=lambda v: (not isinstance(v, (int, float)), str(v)
+                                                                          if not isinstance(v, (int, float)) else v))
+            out[name] = vals
+            notes.append(f"the runs of this analysis disagree on {dotted}: "
+                         + ", ".join(f"{json.loads(k)} ({n} run(s))" for k, n in sorted(counts.items(), key=lambda kv: -kv[1])))
+    seeds = sorted({r.config.get("seed") for r in results if isinstance(r.config.get("seed"), int)})
+    out["seeds"] = len(seeds) if results else fallback.get("seeds")
+    out["seed_list"] = seeds if results else list(range(fallback.get("seeds") or 0))
+    return out, notes
+
+
+def settings_text(settings: dict, names: dict[str, str]) -> str:
+    """'budget 640, threshold 0.88, eval size 2000, seeds 3, 4' from `run_settings`'s dict."""
+    parts = [f"{label} {_fmt_setting(settings.get(k))}" for k, label in names.items() if settings.get(k) is not None]
+    seeds = settings.get("seed_list")
+    if seeds:
+        parts.append(f"seed{'s' if len(seeds) > 1 else ''} {_fmt_setting(seeds)}")
+    return ", ".join(parts)
+
+
+def _fmt_setting(v) -> str:
+    if isinstance(v, list):
+        return (", ".join(map(str, v[:8])) + (f", ... ({len(v)} values)" if len(v) > 8 else "")) if v else "none"
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def write_json(path: Path, obj: dict) -> None:

@@ -24,17 +24,28 @@ def default_workers() -> int:
 
 def default_out(name: str, scale: str, overrides: dict | None = None) -> Path:
     """results/<preset>[-<scale>][-<field>=<value>...]"""
-    from ..runs.sweep import override_suffix
-
-    return Path("results") / ((name if scale == "full" else f"{name}-{scale}") + override_suffix(overrides))
+    return Path("results") / outputs_name(name, scale, overrides)
 
 
 OUTPUTS = ("runs.csv", "summary.json", "summary.txt")
+# the figures the presets draw (PNG and SVG of each stem)
+FIGURES = tuple(f"{stem}.{ext}" for stem in ("figure", "heatmaps", "val_curves") for ext in ("png", "svg"))
 
 
-def check_out(out_dir: Path) -> None:
+def outputs_name(name: str, scale: str = "full", overrides: dict | None = None) -> str:
+    """What one output directory's summary describes: a preset at a scale with its overrides
+    (the name of its sweep, less any --only: arms added later belong to the same outputs)."""
+    from ..runs.sweep import override_suffix
+
+    return (name if scale == "full" else f"{name}-{scale}") + override_suffix(overrides)
+
+
+def check_out(out_dir: Path, outputs: str | None = None) -> None:
     """An output directory is new, empty, or one archsep wrote (it holds an archsep store):
-    never a directory of someone else's files that reproduce would overwrite."""
+    never a directory of someone else's files that reproduce would overwrite. One directory
+    holds the outputs of one preset (at one scale, with one set of overrides: `outputs`, see
+    `outputs_name`): a second one is refused, not written over the first's summary. An output
+    file's name taken by a directory (or anything but a file) is refused before any run."""
     for f in LEGACY_FILES:
         if (out_dir / f).exists():
             raise ArchsepError(f"out: '{out_dir}' holds {f} from an older archsep, which this version does not "
@@ -44,6 +55,23 @@ def check_out(out_dir: Path) -> None:
         raise ArchsepError(f"out: '{out_dir}' is not empty and holds no archsep store"
                            + (f" ({', '.join(mine)} would be overwritten)" if mine else "")
                            + "; use an empty or new directory")
+    for f in OUTPUTS + FIGURES:
+        p = out_dir / f
+        if p.exists() and not p.is_file():
+            what = "a directory" if p.is_dir() else "not a regular file"
+            raise ArchsepError(f"out: '{p}' is {what}; reproduce writes its {f} there: move it away or give "
+                               "another --out (nothing was run or written)")
+    if outputs is not None and (out_dir / DB_NAME).exists():
+        from ..runs.store import open_store
+
+        with open_store(out_dir, create=False) as store:
+            sweeps = store.sweeps()
+        others = list(dict.fromkeys(sw["name"].split("-only=")[0] for sw in sweeps))
+        others = [o for o in others if o != outputs]
+        if others:
+            raise ArchsepError(f"out: '{out_dir}' holds the outputs of {others[0]}; one output directory holds one "
+                               f"preset's outputs (its runs.csv, summary and figures): give another --out for "
+                               f"{outputs}, e.g. {out_dir / outputs}")
 
 
 def reproduce(name: str, scale: str = "full", out: str | Path | None = None, workers: int | None = None,
@@ -60,18 +88,18 @@ def reproduce(name: str, scale: str = "full", out: str | Path | None = None, wor
     sweep = from_experiment(name, scale, device, overrides, only)  # registered in the store: `archsep status OUT` sees the plan
     out_dir = Path(out) if out is not None else default_out(name, scale, overrides)
     if out_dir.is_dir():
-        check_out(out_dir)
+        check_out(out_dir, outputs_name(name, scale, overrides))
     # run_configs checks the executor and every run's memory before it creates OUT and its store
     t0 = time.perf_counter()
     results = run_configs(sweep.configs, out_dir, workers or default_workers(), progress=progress, desc=name,
                           sweep=sweep, executor=executor, address=address, retry_errors=retry_errors,
                           log=log)
-    summary = exp.analyze(results, scale)
+    summary = exp.summarize(results, scale, overrides)  # each run id counted once
     summary.wall_s = round(time.perf_counter() - t0, 1)
     summary.out = out_dir
     write_csv(exp.table(summary), out_dir / "runs.csv")
     d = summary.to_dict()
     d["figures"] = [p.name for p in exp.figures(summary, out_dir)]
     write_json(out_dir / "summary.json", d)
-    (out_dir / "summary.txt").write_text(exp.text(summary) + "\n")
+    (out_dir / "summary.txt").write_text(exp.summary_text(summary) + "\n")
     return summary

@@ -16,7 +16,7 @@ import numpy as np
 from ..config import RunConfig, TrainConfig
 from ..analysis.stats import fit_exponent, separation, summarize_point
 from ..results import Claim, RunResult, Summary
-from .base import Experiment, claim_lines
+from .base import Experiment, claim_lines, run_settings, settings_text
 
 RUN_COLUMNS = ["arch", "N", "seed", "samples", "censored", "diverged", "status", "resolution",
                "wall_s", "params", "state_size", "best_metric", "run_id"]
@@ -48,6 +48,16 @@ AS_PUBLISHED = " [as published]"
 
 def protocol_label(label: str, protocol: str) -> str:
     return label + (AS_PUBLISHED if protocol == "as-published" else "")
+
+
+# the settings a summary reads from its runs: name -> config field
+SETTINGS = {"budget": "train.budget", "threshold": "train.threshold", "eval_size": "train.eval_size"}
+SETTING_NAMES = {"budget": "budget", "threshold": "threshold", "eval_size": "eval size"}
+
+
+def _largest(v):
+    """One value of a setting the runs may disagree on (`run_settings` gives their list)."""
+    return max(v) if isinstance(v, list) and v else v
 
 
 FLAT_ALPHA = 0.5  # "flat": an exponent this small is not ruled out
@@ -118,22 +128,30 @@ class SampleComplexityExperiment(Experiment):
     def analyze(self, results: list[RunResult], scale: str) -> Summary:
         s = self.scale(scale)
         g = self.groups(results)
-        budget = int(s.train.get("budget", TrainConfig().budget))
+        # what the runs were made with (a --set changes them), not the preset's defaults
+        settings, notes = run_settings(results, SETTINGS, {
+            "budget": int(s.train.get("budget", TrainConfig().budget)),
+            "threshold": float(s.train.get("threshold", TrainConfig().threshold)),
+            "eval_size": int(s.train.get("eval_size", TrainConfig().eval_size)), "seeds": s.seeds})
+        budget = _largest(settings["budget"])
+        self.settings = settings  # for claims that name a setting (e.g. Figure 3's threshold)
         points, fits, samples, censored = [], {}, {}, {}
         for arch, byN in g.items():
             samples[arch] = {}
             cens = censored[arch] = {}
             for N in sorted(byN):
                 rs = byN[N]
-                points.append(summarize_point(arch, N, [r.samples for r in rs], [r.status for r in rs], budget).to_dict())
+                point_budget = max((int(b) for r in rs if (b := (r.config.get("train") or {}).get("budget"))),
+                                   default=budget)  # a point's runs share it
+                points.append(summarize_point(arch, N, [r.samples for r in rs], [r.status for r in rs],
+                                              point_budget).to_dict())
                 ok = [r for r in rs if r.status in ("ok", "censored")]
                 samples[arch][N] = np.array([r.samples for r in ok], float)
                 cens[N] = np.array([r.censored for r in ok], bool)
             fits[arch] = fit_exponent(samples[arch], cens).to_dict()
         claims = self.claims(points, fits, samples, budget, censored) + self.growth_claims(fits)
-        data = {"threshold": float(s.train.get("threshold", TrainConfig().threshold)),
-                "budget": budget, "Ns": list(s.Ns), "seeds": s.seeds, "fits": fits, "points": points,
-                **describe_runs(results)}
+        Ns = sorted({r.config["task_params"][self.axis] for r in results}) or list(s.Ns)
+        data = {**settings, "Ns": Ns, "fits": fits, "points": points, "notes": notes, **describe_runs(results)}
         return Summary(self.registry_name, scale, data, claims, results)
 
     def claims(self, points, fits, samples, budget, censored=None) -> list[Claim]:
@@ -194,12 +212,18 @@ class SampleComplexityExperiment(Experiment):
     def figures(self, summary: Summary, out: Path) -> list[Path]:
         from ..reporting.plots import samples_vs_N
 
-        return samples_vs_N(summary.to_dict(), out / "figure", title=self.description, published=self.published)
+        return samples_vs_N(summary.to_dict(), out / "figure", title=self.figure_title(summary),
+                            published=self.published)
+
+    def figure_title(self, summary: Summary) -> str:
+        """The preset's description, then the settings its runs were made with."""
+        return f"{self.description}\nruns: {settings_text(summary.data, SETTING_NAMES)}"
 
     def text(self, summary: Summary) -> str:
         d = summary.to_dict()
         lines = [f"{summary.experiment} ({summary.scale}): "
-                 f"{sum(p.get('n_runs', 0) for p in d['points'])} runs in {summary.wall_s or 0:.0f}s"]
+                 f"{sum(p.get('n_runs', 0) for p in d['points'])} runs in {summary.wall_s or 0:.0f}s; "
+                 f"{settings_text(d, SETTING_NAMES)}"]
         lines.append(f"  {'arch':<6}{'N':>4}{'mean':>10}{'median':>10}  {'mean 95% CI':<20}{'censored':>9}  published")
         for p in sorted(d["points"], key=lambda p: (p["arch"], p["N"])):
             ci = "n/a" if p["ci"][0] is None else f"[{p['ci'][0]:.0f}, {p['ci'][1]:.0f}]"

@@ -14,6 +14,7 @@ accuracy wins, ties go to the one that got there in fewer steps, then to the fir
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from ..config import RunConfig, TrainConfig
 from ..results import Claim, RunResult, Summary
-from .base import Experiment, claim_lines
+from .base import Experiment, _fmt_setting, claim_lines, run_settings
 
 TARGET = 0.99  # early stop at validation accuracy >= target
 BATCH = 64
@@ -181,14 +182,44 @@ class SizeExperiment(Experiment):
     def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
         return [c for cell in self.cells(scale, device) for c in cell.runs]
 
+    def planned_cells(self, scale: str) -> list[Cell]:
+        """The cells as they were run: `cells(scale)` with the summary's --set overrides applied
+        (the same override of the whole plan that planned the runs, so the run ids match)."""
+        cells = self.cells(scale)
+        if not self.overrides:
+            return cells
+        from ..runs.sweep import override_plan
+
+        flat = override_plan([c for cell in cells for c in cell.runs], self.overrides, self.registry_name)
+        out, i = [], 0
+        for cell in cells:
+            runs = tuple(flat[i:i + len(cell.runs)])
+            i += len(cell.runs)
+            out.append(dataclasses.replace(cell, seed=runs[0].seed, runs=runs))
+        return out
+
     def analyze(self, results: list[RunResult], scale: str) -> Summary:
         s = self.scale(scale)
         by_id = {r.run_id: r for r in results}
-        cells = [cell_record(c, [by_id.get(r.run_id) for r in c.runs]) for c in self.cells(scale)]
-        data = {"task": self.task, "Ns": list(s.Ns), "lrs": sorted({lr for a in s.archs for lr in a.lrs or s.lrs}),
-                "steps": max(a.steps or s.steps for a in s.archs), "seeds": s.seeds,
-                "target": TARGET, "test_size": s.test_size, "n_cells": len(cells),
-                "n_errors": sum(c["status"] != "ok" for c in cells), "cells": cells}
+        cells = [cell_record(c, [by_id.get(r.run_id) for r in c.runs]) for c in self.planned_cells(scale)]
+        # the settings as the runs were made (a --set changes them), not the scale's
+        settings, notes = run_settings(results, {"budget": "train.budget", "eval_size": "train.eval_size",
+                                                 "test_size": "train.test_size", "threshold": "train.threshold"},
+                                       {"budget": s.steps * BATCH, "eval_size": s.val_size, "test_size": s.test_size,
+                                        "threshold": 1 - TARGET + 1e-12, "seeds": s.seeds})
+        budgets = settings["budget"] if isinstance(settings["budget"], list) else [settings["budget"]]
+        thresholds = [float(t) for t in (settings["threshold"] if isinstance(settings["threshold"], list)
+                                         else [settings["threshold"]]) if t is not None]
+        trains = [r.config.get("train") or {} for r in results]
+        batch = max([int(t["batch_size"]) for t in trains if "batch_size" in t] or [BATCH])
+        lrs = sorted({float(t["lr"]) for t in trains if "lr" in t}) or \
+            sorted({lr for a in s.archs for lr in a.lrs or s.lrs})
+        data = {"task": self.task, "Ns": sorted({(r.config.get("task_params") or {}).get("N") for r in results} - {None}) or list(s.Ns),
+                "lrs": lrs, "steps": max(budgets) // batch, "seeds": settings["seeds"],
+                "seed_list": settings["seed_list"], "budget": settings["budget"], "eval_size": settings["eval_size"],
+                "target": round(1 - max(thresholds), 6) if thresholds else TARGET, "threshold": settings["threshold"],
+                "test_size": settings["test_size"], "n_cells": len(cells),
+                "n_errors": sum(c["status"] != "ok" for c in cells), "cells": cells, "notes": notes}
         return Summary(self.registry_name, scale, data, self.claims(accuracy_table(cells), s), results)
 
     def claims(self, table: dict, s: SizeScale) -> list[Claim]:
@@ -210,7 +241,9 @@ class SizeExperiment(Experiment):
         d = summary.data
         lines = [f"{summary.experiment} ({summary.scale}): {d['n_cells']} cells ({d['n_errors']} errors) in "
                  f"{summary.wall_s or 0:.0f}s wall; test accuracy at length N (lr grid {d['lrs']}, <= {d['steps']} "
-                 f"steps, early stop at {100 * d['target']:.0f}% validation accuracy)"]
+                 f"steps, early stop at {100 * d['target']:.0f}% validation accuracy; validation "
+                 f"{_fmt_setting(d.get('eval_size'))}, test {_fmt_setting(d.get('test_size'))} examples, "
+                 f"seed{'s' if len(d.get('seed_list') or []) > 1 else ''} {_fmt_setting(d.get('seed_list') or [])})"]
         by: dict[str, dict[int, list]] = defaultdict(dict)
         for c in d["cells"]:
             by[c["label"]].setdefault(c["N"], []).append(c["test_acc"])
@@ -297,9 +330,10 @@ def val_curves(cells: list[dict], name: str, stem: Path) -> list[Path]:
     fig, axes = plt.subplots(1, max(1, len(Ns)), figsize=(3.4 * max(1, len(Ns)), 3.2), squeeze=False, sharey=True,
                              layout="constrained")
     labels = sorted({c["label"] for c in cells})
+    first = min((c["seed"] for c in cells), default=0)  # the first seed (a --set seed=S shifts them)
     for ax, N in zip(axes[0], Ns):
         for k, lab in enumerate(labels):
-            cs = [c for c in cells if c["N"] == N and c["label"] == lab and c["seed"] == 0 and c["runs"]]
+            cs = [c for c in cells if c["N"] == N and c["label"] == lab and c["seed"] == first and c["runs"]]
             if not cs:
                 continue
             c = cs[0]

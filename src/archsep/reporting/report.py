@@ -297,7 +297,8 @@ def build(store: Store) -> tuple[str, dict]:
         title = sw["name"] if sw else "runs outside any sweep"
         exp = _experiment_of(sw)
         if exp is not None:  # a preset: its own analysis, claims, figures and text
-            summary = exp.analyze(results, meta.get("scale") or ("quick" if sw["quick"] else "full"))
+            summary = exp.summarize(results, meta.get("scale") or ("quick" if sw["quick"] else "full"),
+                                    meta.get("overrides"))
             claims = [{**c.to_dict(), "source": title} for c in summary.claims]
             figs = _experiment_figures(exp, summary)
             curves = figure_curves(results, analyze(results))
@@ -353,7 +354,7 @@ def _experiment_section(sw: dict, title: str, exp, summary, figs: list, results:
     for cap, b64 in figs:
         out.append(f"<figure><img class='fig' alt='{_e(cap)}' src='data:image/png;base64,{b64}'>"
                    f"<figcaption>{_e(cap)}</figcaption></figure>")
-    out.append(f"<h3>Summary</h3><pre>{_e(exp.text(summary))}</pre>")
+    out.append(f"<h3>Summary</h3><pre>{_e(exp.summary_text(summary))}</pre>")
     from ..experiments.samples import SampleComplexityExperiment
 
     if isinstance(exp, SampleComplexityExperiment):  # the same statistics any sweep gets

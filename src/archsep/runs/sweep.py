@@ -44,13 +44,15 @@ from typing import Any
 
 from ..config import RunConfig, TrainConfig
 from ..errors import ArchsepError, closest
-from ..registry import _coerce
+from ..registry import _coerce, init_fields
 
 TOP_KEYS = ("name", "description", "imports", "seeds", "base", "arms", "grid", "analysis")
 RUN_KEYS = ("task", "arch", "label", "seed", "task_params", "model_params", "train")
 PARAM_TABLES = ("task_params", "model_params", "train")
 ANALYSIS_KEYS = ("x", "separations", "scale")
-MAX_RUNS = 100_000
+MAX_RUNS = 100_000  # runs per sweep
+MAX_FILE_BYTES = 2_000_000  # a sweep file's size
+PROGRESS_FROM = 5_000  # plans of this many runs show a progress line while they are built
 
 
 @dataclass
@@ -81,6 +83,11 @@ def load(spec: str | Path, scale: str = "full", device: str | None = None,
         if path.is_dir():
             raise ArchsepError(f"FILE: '{path}' is a directory, not a sweep file")
         try:
+            size = path.stat().st_size
+            if size > MAX_FILE_BYTES:  # refused before parsing: TOML of this size takes long to read
+                raise ArchsepError(f"FILE: sweep file '{path}' is {size / 1e6:.1f} MB, more than the limit of "
+                                   f"{MAX_FILE_BYTES / 1e6:.0f} MB (a grid of {MAX_RUNS} runs fits in far less); "
+                                   "split the sweep")
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as e:
             raise ArchsepError(f"FILE: cannot read '{path}': {getattr(e, 'strerror', None) or e}") from None
@@ -104,16 +111,19 @@ def from_experiment(name: str, scale: str = "full", device: str | None = None,
     except ArchsepError as e:
         raise ArchsepError(f"{e} (or give a sweep file ending in .toml)") from None
     exp.check_scale(scale)
-    configs = [override(c, overrides) for c in exp.plan(scale, device or "auto")] if overrides else \
-        exp.plan(scale, device or "auto")
+    configs = exp.plan(scale, device or "auto")
+    if overrides:
+        configs = override_plan(configs, overrides, name)
     if only:
         configs = select_labels(configs, only)
     full_name = (name if scale == "full" else f"{name}-{scale}") + override_suffix(overrides) \
         + (f"-only={','.join(only)}" if only else "")
     analysis = {"separations": [list(s) for s in exp.separations], "scale": scale}
-    return Sweep(full_name, configs, to_toml(configs, name=full_name, analysis=analysis,
-                                             description=f"preset {name} --scale {scale}"),
-                 origin=f"preset:{name}", preset=name, quick=scale == "quick", analysis=analysis)
+    source = to_toml(configs, name=full_name, analysis=analysis, description=f"preset {name} --scale {scale}")
+    if overrides:  # kept with the sweep in the store (not in its TOML): the preset's analysis re-plans with them
+        analysis = {**analysis, "overrides": dict(overrides)}
+    return Sweep(full_name, configs, source, origin=f"preset:{name}", preset=name, quick=scale == "quick",
+                 analysis=analysis)
 
 
 def override(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
@@ -132,6 +142,41 @@ def override(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
         return RunConfig.from_dict(d)
     except ArchsepError as e:
         raise ArchsepError(f"set: {e}") from None
+
+
+def override_plan(configs: list[RunConfig], overrides: dict[str, Any], preset: str = "PRESET") -> list[RunConfig]:
+    """The runs of a plan with `overrides` applied, never fewer distinct runs than planned.
+
+    The fields that define a plan's structure get their own meaning: `seed=S` shifts the seed
+    list to start at S (seeds 0, 1 become S, S + 1: as many distinct seeds as planned); `label`
+    is refused (labels name the arms: --only chooses among them); and any other field that would
+    make two planned runs one (a grid axis such as task_params.N, an lr grid, the widths) is
+    refused, naming the field and its planned values, rather than counting one run twice."""
+    overrides = dict(overrides)
+    what = f"preset {preset}"
+    if "label" in overrides:
+        labels = list(dict.fromkeys(arch_label(c) for c in configs))
+        raise ArchsepError(f"set: label: the labels name {what}'s arms ({', '.join(labels)}); choose arms with "
+                           "--only, not --set")
+    shift = overrides.pop("seed", None)
+    if shift is not None:
+        if not isinstance(shift, int) or isinstance(shift, bool) or shift < 0:
+            raise ArchsepError(f"set: seed: expected a non-negative integer (the first seed), got {shift!r}")
+        first = min((c.seed for c in configs), default=0)
+        configs = [dataclasses.replace(c, seed=c.seed - first + shift) for c in configs]
+    out = [override(c, overrides) for c in configs] if overrides else list(configs)
+    before = len({c.run_id for c in configs})
+    after = len({c.run_id for c in out})
+    if after < before:
+        flats = [flatten_config(c) for c in configs]
+        axes = [k for k in overrides if len({_tv(f.get(k, "")) for f in flats}) > 1]
+        named = "; ".join(f"{k} varies in {what} (values {', '.join(dict.fromkeys(_tv(f[k]) for f in flats if k in f))})"
+                          for k in axes) or f"{what}'s runs differ in nothing else"
+        raise ArchsepError(f"set: {', '.join(axes or overrides)}: would make {before} planned runs only {after} "
+                           f"distinct ones ({named}); a grid axis is part of a preset's structure: to run other "
+                           f"values, write the preset as a sweep file (archsep sweep {preset} --print-toml > my.toml), "
+                           "edit its grid and run `archsep sweep my.toml`")
+    return out
 
 
 def arch_label(cfg: RunConfig) -> str:
@@ -198,6 +243,13 @@ def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", devic
     if seeds is not None and ("seed" in axes or "seed" in base or any("seed" in a for a in arms)):
         raise ArchsepError(f"{where}: seeds: given both 'seeds' and a 'seed' field; keep one")
     analysis = _analysis(doc.get("analysis", {}), where)
+    # the size first: a huge grid is refused in a moment, before any value is checked or run built
+    n = len(arms) * math.prod(len(v) for v in axes.values()) * len(seeds or [0])
+    if n > MAX_RUNS:
+        sizes = " x ".join([f"{len(arms)} arm(s)"] + [f"{len(v)} {k}" for k, v in axes.items()]
+                           + ([f"{len(seeds)} seeds"] if seeds else []))
+        raise ArchsepError(f"{where}: grid: {n} runs ({sizes}) is more than the limit of {MAX_RUNS} runs "
+                           "per sweep; split the sweep")
     labels = [a.get("label", a.get("arch", base.get("label", base.get("arch")))) for a in arms]
 
     def arch_of(a: dict) -> object:  # what a label names (its parameters may vary, e.g. heads = q)
@@ -219,32 +271,43 @@ def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", devic
     for k, values in axes.items():
         axes[k] = [_check_value(k, v, f"grid.{k}[{i}]", tasks, archs, where) for i, v in enumerate(values)]
 
-    n = len(arms) * math.prod(len(v) for v in axes.values()) * len(seeds or [0])
-    if n > MAX_RUNS:
-        raise ArchsepError(f"{where}: grid: {n} runs is more than {MAX_RUNS}; split the sweep")
     configs: list[RunConfig] = []
     seen: dict[str, str] = {}
     keys = list(axes)
-    for ai, arm in enumerate(arms):
-        for combo in itertools.product(*(axes[k] for k in keys)):
-            point = {**base, **arm, **dict(zip(keys, combo))}
-            for seed in (seeds if seeds is not None else [point.get("seed", 0)]):
-                flat = {**point, "seed": seed}
-                if device is not None:
-                    flat["train.device"] = device
-                desc = _describe(flat, keys + ["seed"] + (["label"] if len(arms) > 1 else []))
-                try:
-                    cfg = RunConfig.from_dict(_nest(flat))
-                except ArchsepError as e:
-                    raise ArchsepError(f"{where}: run {desc}: {e}") from None
-                except (TypeError, ValueError) as e:  # a model/task rejecting a combination
-                    raise ArchsepError(f"{where}: run {desc}: {e}") from None
-                rid = cfg.run_id
-                if rid in seen:
-                    raise ArchsepError(f"{where}: runs {seen[rid]} and {desc} are the same run (same canonical "
-                                       f"config; labels and devices are not part of a run's identity)")
-                seen[rid] = desc
-                configs.append(cfg)
+    bar = None
+    if n >= PROGRESS_FROM:  # building and checking a run takes about half a millisecond
+        import sys
+
+        from tqdm import tqdm
+
+        print(f"{where}: planning {n} runs (about {max(1, round(n * 5e-4))} s)", file=sys.stderr, flush=True)
+        bar = tqdm(total=n, desc="planning", unit="run", file=sys.stderr, dynamic_ncols=True, mininterval=1.0)
+    try:
+        for ai, arm in enumerate(arms):
+            for combo in itertools.product(*(axes[k] for k in keys)):
+                point = {**base, **arm, **dict(zip(keys, combo))}
+                for seed in (seeds if seeds is not None else [point.get("seed", 0)]):
+                    flat = {**point, "seed": seed}
+                    if device is not None:
+                        flat["train.device"] = device
+                    desc = _describe(flat, keys + ["seed"] + (["label"] if len(arms) > 1 else []))
+                    try:
+                        cfg = RunConfig.from_dict(_nest(flat))
+                    except ArchsepError as e:
+                        raise ArchsepError(f"{where}: run {desc}: {e}") from None
+                    except (TypeError, ValueError) as e:  # a model/task rejecting a combination
+                        raise ArchsepError(f"{where}: run {desc}: {e}") from None
+                    rid = cfg.run_id
+                    if rid in seen:
+                        raise ArchsepError(f"{where}: runs {seen[rid]} and {desc} are the same run (same canonical "
+                                           f"config; labels and devices are not part of a run's identity)")
+                    seen[rid] = desc
+                    configs.append(cfg)
+                    if bar is not None:
+                        bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
     if not configs:
         raise ArchsepError(f"{where}: grid: the sweep has no runs")
     known = {c.label or c.arch for c in configs}
@@ -370,8 +433,7 @@ def _check_names(tasks: list, archs: list, where: str) -> None:
 
 
 def _fields_of(cls: type) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
+    return init_fields(cls)
 
 
 def _check_value(key: str, value: Any, loc: str, tasks: list[str], archs: list[str], where: str) -> Any:

@@ -13,7 +13,7 @@ import torch
 from ...analysis.attention import block_cosine, block_mass, construction_block_mass
 from ...config import RunConfig, TrainConfig
 from ...results import Claim, RunResult, Summary
-from ..base import EXPERIMENTS, Experiment, claim_lines
+from ..base import EXPERIMENTS, Experiment, claim_lines, run_settings
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class Fig2(Experiment):
             log = []
             for (samples, mse), p in zip(r.curve, probes):
                 M = torch.tensor(p["qk"])
-                log.append({"step": samples // s.batch_size, "test_mse": mse,
+                log.append({"step": samples // cfg.train.batch_size, "test_mse": mse,
                             "block_mass": block_mass(M, mask), "cosine": block_cosine(M, mask)})
             nz = mask[0].nonzero()
             runs.append({"seed": cfg.seed, "d_e": cfg.build_task().d_e, "wall_s": round(r.wall_s, 1),
@@ -88,9 +88,17 @@ class Fig2(Experiment):
                          "block_mass": log[-1]["block_mass"], "cosine": log[-1]["cosine"],
                          "test_mse": log[-1]["test_mse"], "log": log, "matrix": probes[-1]["qk"][0],
                          "block": [nz[0].tolist(), nz[-1].tolist()]})  # corners of head 0's block
-        data = {"N": s.N, "train_size": s.train_size, "steps": s.steps, "lr": s.lr,
-                "weight_decay": s.weight_decay, "seeds": s.seeds,
-                "epochs": round(s.steps * s.batch_size / s.train_size, 2), "runs": runs}
+        # the settings as the runs were made (a --set changes them), not the scale's
+        settings, notes = run_settings(results, {
+            "N": "task_params.N", "train_size": "train.train_set_size", "budget": "train.budget",
+            "batch_size": "train.batch_size", "lr": "train.lr", "weight_decay": "train.weight_decay",
+            "eval_size": "train.eval_size"},
+            {"N": s.N, "train_size": s.train_size, "budget": s.steps * s.batch_size, "batch_size": s.batch_size,
+             "lr": s.lr, "weight_decay": s.weight_decay, "eval_size": s.test_size, "seeds": s.seeds})
+        one = {k: (max(v) if isinstance(v, list) else v) for k, v in settings.items() if k != "seed_list"}
+        steps = one["budget"] // one["batch_size"]
+        data = {**settings, "steps": steps, "epochs": round(one["budget"] / max(1, one["train_size"]), 2),
+                "runs": runs, "notes": notes}
         claims = []
         if runs:
             mean = lambda k: float(np.mean([r[k] for r in runs]))  # noqa: E731
@@ -102,7 +110,7 @@ class Fig2(Experiment):
             claims = [
                 Claim("concentration", "training concentrates W_Q W_K^T in the predicted block: Frobenius mass "
                       f"fraction {mass:.3f} vs {init:.3f} at random initialisation (block area {area:.3f}; "
-                      f"hand-set construction {construction_block_mass(s.N):.3f})", bool(mass > 2 * init),
+                      f"hand-set construction {construction_block_mass(one['N']):.3f})", bool(mass > 2 * init),
                       {"block_mass": mass, "block_mass_init": init, "block_area": area}),
                 Claim("alignment", f"the trained block is aligned with alpha*I: cosine similarity {cos:.3f} (> 0.5)",
                       bool(cos > 0.5), {"cosine": cos}),

@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 
 from ...results import Claim, Summary
-from ..base import EXPERIMENTS, claim_lines
-from ..samples import Arch, SampleComplexityExperiment, Scale, _fmt, _median
+from ..base import EXPERIMENTS, _fmt_setting, claim_lines, settings_text
+from ..samples import SETTING_NAMES, Arch, SampleComplexityExperiment, Scale, _fmt, _median
 
 
 @EXPERIMENTS.register("qstr-fig3")
@@ -34,7 +34,8 @@ class Fig3(SampleComplexityExperiment):
         tf = sorted((p for p in points if p["arch"] == "TF"), key=lambda p: p["N"])
         if tf:
             cens = sum(p["n_censored"] for p in tf)
-            out.append(Claim("threshold", f"TF with H = q heads reaches MSE < 0.88 for every q ({cens} censored run(s))",
+            thr = _fmt_setting(getattr(self, "settings", {}).get("threshold", self.common["threshold"]))
+            out.append(Claim("threshold", f"TF with H = q heads reaches MSE < {thr} for every q ({cens} censored run(s))",
                              cens == 0, {"censored": cens}))
             lo, hi = tf[0], tf[-1]
             mlo, mhi = _median(points, "TF", lo["N"]), _median(points, "TF", hi["N"])
@@ -55,14 +56,15 @@ class Fig3(SampleComplexityExperiment):
         pts = sorted((p for p in summary.data["points"] if p["median"] is not None), key=lambda p: p["N"])
         ax.plot([p["N"] for p in pts], [p["median"] for p in pts], "-", color="C0", label="TF (H = q), median")
         ax.set_xlabel("q (tokens per label)")
-        ax.set_ylabel("samples to MSE < 0.88")
+        ax.set_ylabel(f"samples to MSE < {_fmt_setting(summary.data['threshold'])}")
         ax.set_yscale("log")
-        ax.set_title(self.description, fontsize=8)
+        ax.set_title(self.figure_title(summary), fontsize=8)
         ax.legend()
         return save(fig, out / "figure")
 
     def text(self, summary: Summary) -> str:
-        lines = [f"{summary.experiment} ({summary.scale}): {summary.wall_s or 0:.0f}s",
+        lines = [f"{summary.experiment} ({summary.scale}): {summary.wall_s or 0:.0f}s; "
+                 f"{settings_text(summary.data, SETTING_NAMES)}",
                  f"  {'q':>2} {'median':>10} {'mean':>10} {'censored':>9}"]
         for p in sorted(summary.data["points"], key=lambda p: p["N"]):
             mean = "n/a" if p["mean"] is None else f"{p['mean']:.0f}"

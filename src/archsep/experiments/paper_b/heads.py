@@ -12,7 +12,7 @@ import numpy as np
 
 from ...config import RunConfig, TrainConfig
 from ...results import Claim, RunResult, Summary
-from ..base import EXPERIMENTS, Experiment, claim_lines
+from ..base import EXPERIMENTS, Experiment, claim_lines, run_settings, settings_text
 
 
 def heads_bound(H: int, q: int, d: int) -> float:
@@ -52,19 +52,26 @@ class Heads(Experiment):
 
     def analyze(self, results: list[RunResult], scale: str) -> Summary:
         s = self.scale(scale)
+        # N, d and the training settings as the runs were made (a --set changes them)
+        settings, notes = run_settings(results, {"N": "task_params.N", "d": "task_params.d", "budget": "train.budget",
+                                                 "threshold": "train.threshold", "eval_size": "train.eval_size"},
+                                       {"N": s.N, "d": s.d, "budget": int(s.train["budget"]),
+                                        "threshold": s.train["threshold"], "eval_size": s.train["eval_size"],
+                                        "seeds": s.seeds})
         by: dict[tuple[int, int], list[RunResult]] = defaultdict(list)
         for r in results:
             by[(r.config["task_params"]["q"], r.config["model_params"]["heads"])].append(r)
         rows = []
         for (q, H), rs in sorted(by.items()):
+            d = max(int(r.config["task_params"].get("d", s.d)) for r in rs)  # the bound of these runs' d
             best = [r.best_metric for r in rs if r.best_metric is not None]
             final = [r.final_metric for r in rs if r.final_metric is not None]
             rows.append({"q": q, "H": H, "runs": len(rs), "errors": sum(r.status in ("error", "diverged") for r in rs),
-                         "bound": round(heads_bound(H, q, s.d), 4) if H < q else None,
+                         "bound": round(heads_bound(H, q, d), 4) if H < q else None, "d": d,
                          "best_mse": float(np.mean(best)) if best else None,
                          "final_mse": float(np.mean(final)) if final else None})
         claims = []
-        for q in s.qs:
+        for q in sorted({q for q, _ in by}) or s.qs:
             few = [r for r in rows if r["q"] == q and r["H"] < q and r["best_mse"] is not None]
             many = [r for r in rows if r["q"] == q and r["H"] >= q and r["best_mse"] is not None]
             if few:
@@ -80,8 +87,8 @@ class Heads(Experiment):
                                                 f"{_list(many, False)}", bool(held),
                                     {"q": q, "floor": floor, "best_mse": {r["H"]: r["best_mse"] for r in many}}))
             for r in many:  # information, not a claim: a budget-limited run may still be above it
-                r["below_q-1_head_floor"] = bool(r["best_mse"] < heads_bound(q - 1, q, s.d))
-        data = {"N": s.N, "d": s.d, "budget": int(s.train["budget"]), "seeds": s.seeds, "rows": rows}
+                r["below_q-1_head_floor"] = bool(r["best_mse"] < heads_bound(q - 1, q, r["d"]))
+        data = {**settings, "rows": rows, "notes": notes}
         return Summary(self.registry_name, scale, data, claims, results)
 
     def figures(self, summary: Summary, out: Path) -> list[Path]:
@@ -98,8 +105,10 @@ class Heads(Experiment):
                     if r.curve:
                         ax.plot(*zip(*r.curve), color=f"C{H - 1}", alpha=0.9, label=f"H={H}" if i == 0 else None)
                 if H < q:
-                    ax.axhline(heads_bound(H, q, d), color=f"C{H - 1}", ls="--", lw=1,
-                               label=f"floor H={H}: {heads_bound(H, q, d):.2f}")
+                    dd = next((r["d"] for r in rows if r["q"] == q and r["H"] == H), d)
+                    dd = dd if isinstance(dd, int) else max(dd)
+                    ax.axhline(heads_bound(H, q, dd), color=f"C{H - 1}", ls="--", lw=1,
+                               label=f"floor H={H}: {heads_bound(H, q, dd):.2f}")
             ax.set_title(f"q={q}, norm2, N={summary.data['N']}, d={d}")
             ax.set_xlabel("samples")
             ax.set_ylabel("held-out MSE")
@@ -109,8 +118,8 @@ class Heads(Experiment):
 
     def text(self, summary: Summary) -> str:
         s = summary.data
-        lines = [f"{summary.experiment} ({summary.scale}): N={s['N']}, d={s['d']}, "
-                 f"budget {s['budget']} samples, {s['seeds']} seed(s), {summary.wall_s or 0:.0f}s",
+        lines = [f"{summary.experiment} ({summary.scale}): {settings_text(s, {'N': 'N', 'd': 'd', 'budget': 'budget'})} "
+                 f"({s['seeds']} seed(s)), {summary.wall_s or 0:.0f}s",
                  f"  {'q':>2} {'H':>2} {'best MSE':>9} {'final MSE':>10} {'floor (H<q)':>12} {'below (q-1)-head floor':>23}"]
         for r in s["rows"]:
             b = "-" if r["bound"] is None else f"{r['bound']:.3f}"
