@@ -141,6 +141,23 @@ def resolve(name: str, field: str):
     return obj
 
 
+def resolve_loaded(name: str, field: str):
+    """The object an import string names if its module is already imported in this process
+    (nothing is imported, no path is added), else None. For names read from a store: data."""
+    mod_name, _, attr = name.partition(":")
+    module = sys.modules.get(mod_name) if mod_name and attr else None
+    if module is None:
+        return None
+    obj = module
+    for part in attr.split("."):
+        if not part.isidentifier() or part.startswith("__"):
+            return None
+        obj = getattr(obj, part, None)  # a plain attribute of code already loaded here
+        if obj is None:
+            return None
+    return obj
+
+
 # --- what workers need ---------------------------------------------------------------------------
 def _installed(path: Path) -> bool:
     roots = set(site.getsitepackages() + [site.getusersitepackages()])

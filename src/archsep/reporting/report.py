@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArchsepError
+from ..registry import reading
 from ..analysis.stats import fit_exponent, separation, summarize_point
 from ..runs.store import Store, open_store
 from ..runs.sweep import flatten_config
@@ -57,11 +58,17 @@ def analyze(results: list[RunResult] | str | Path, x: str = "task_params.N", sep
     `results` (or of every run stored in an output directory): `points` (per curve and x:
     mean and median samples with CIs, censored counts), `fits` (per curve: the exponent alpha
     of samples ~ x^alpha with its 95% CI), `separations` (for each (better, worse) label pair:
-    whether worse's exponent is larger, censoring-aware)."""
-    if isinstance(results, (str, Path)):
-        from .tables import load_results
+    whether worse's exponent is larger, censoring-aware). The names in the runs' configs are
+    data: nothing is imported because of them (`registry.reading`)."""
+    with reading():
+        if isinstance(results, (str, Path)):
+            from .tables import load_results
 
-        results = load_results(results)
+            results = load_results(results)
+        return _analyze(results, x, separations)
+
+
+def _analyze(results: list[RunResult], x: str, separations: list | None) -> dict:
     flats = [_flat(r) for r in results]
     fields = sorted({k for f in flats for k in f} - {"seed", "train.device"})
     varying = [k for k in fields if len({_key(f.get(k)) for f in flats}) > 1]
@@ -267,7 +274,12 @@ def environment(rows: list[dict]) -> dict:
 
 
 def build(store: Store) -> tuple[str, dict]:
-    """The report's HTML and its analysis data."""
+    """The report's HTML and its analysis data. Reading never imports (`registry.reading`)."""
+    with reading():
+        return _build(store)
+
+
+def _build(store: Store) -> tuple[str, dict]:
     rows = store.rows()
     if not rows:
         raise ArchsepError(f"DIR: the store '{store.path}' holds no finished runs yet")
@@ -296,8 +308,13 @@ def build(store: Store) -> tuple[str, dict]:
         meta = json.loads(sw["analysis"]) if sw else {}
         title = sw["name"] if sw else "runs outside any sweep"
         exp = _experiment_of(sw)
-        if exp is not None:  # a preset: its own analysis, claims, figures and text
-            summary = exp.analyze(results, meta.get("scale") or ("quick" if sw["quick"] else "full"))
+        summary = None
+        if exp is not None:
+            try:
+                summary = exp.analyze(results, meta.get("scale") or ("quick" if sw["quick"] else "full"))
+            except ArchsepError:  # runs naming what is not registered here: the generic analysis below
+                summary = None
+        if summary is not None:  # a preset: its own analysis, claims, figures and text
             claims = [{**c.to_dict(), "source": title} for c in summary.claims]
             figs = _experiment_figures(exp, summary)
             curves = figure_curves(results, analyze(results))

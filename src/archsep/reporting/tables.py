@@ -50,15 +50,17 @@ def load(out_dir: str | Path):
     learning curve as JSON. The same table as `archsep export`."""
     import pandas as pd
 
+    from ..registry import reading
     from ..runs.store import open_store
 
-    with open_store(out_dir, create=False) as store:
+    with reading(), open_store(out_dir, create=False) as store:
         return pd.DataFrame(export_rows(store))
 
 
 def load_results(out_dir: str | Path) -> list:
     """Every run stored in `out_dir` as `RunResult`s (what `analyze` takes)."""
+    from ..registry import reading
     from ..runs.store import open_store
 
-    with open_store(out_dir, create=False) as store:
+    with reading(), open_store(out_dir, create=False) as store:
         return store.results()
