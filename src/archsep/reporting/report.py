@@ -283,8 +283,7 @@ def _build(store: Store) -> tuple[str, dict]:
     rows = store.rows()
     if not rows:
         raise ArchsepError(f"DIR: the store '{store.path}' holds no finished runs yet")
-    from ..runs.store import result_from_row
-
+    checked = {r["run_id"]: store.check(r) for r in rows}  # a damaged row: one line naming it
     by_id = {r["run_id"]: r for r in rows}
     sweeps = store.sweeps()
     sections = []
@@ -304,8 +303,8 @@ def _build(store: Store) -> tuple[str, dict]:
     for sw, ids in groups:
         if not ids:
             continue
-        results = [result_from_row(by_id[i]) for i in ids]
-        meta = json.loads(sw["analysis"]) if sw else {}
+        results = [checked[i] for i in ids]
+        meta = sw["analysis_data"] if sw else {}
         title = sw["name"] if sw else "runs outside any sweep"
         exp = _experiment_of(sw)
         summary = None

@@ -25,7 +25,7 @@ def export_rows(store) -> list[dict]:
         sweeps_of.setdefault(p["run_id"], []).append(names.get(p["sweep_id"], p["sweep_id"]))
     out = []
     for row in store.rows():
-        cfg = json.loads(row["config"])
+        cfg = store.check(row).config  # a damaged row: one line naming the store, the run and the field
         flat = {"run_id": row["run_id"], "task": cfg.get("task"), "arch": cfg.get("arch"),
                 "label": cfg.get("label"), "seed": cfg.get("seed")}
         for t in ("task_params", "model_params", "train"):
