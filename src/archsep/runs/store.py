@@ -345,9 +345,15 @@ class Store:
         self.dir = Path(out_dir)
         self.path = self.dir / DB_NAME
         self.writable = create
+        self._cleanup = None  # removes the private copy a reader may make (see _private_copy)
         if not create and not self.path.exists():
             raise ArchsepError(f"DIR: no results store at '{self.path}' (run a sweep into {self.dir} first)")
-        self._conn = self._open(create)
+        try:
+            self._conn = self._open(create)
+        except BaseException:
+            if self._cleanup is not None:
+                self._cleanup()
+            raise
 
     # --- opening ---------------------------------------------------------------------------
     def _open(self, create: bool) -> sqlite3.Connection:
@@ -359,10 +365,20 @@ class Store:
         try:
             # reading commands open the file read-only: they never write to it (nor adopt a foreign one).
             # Without a -wal file beside it (no writer, everything checkpointed) the file is complete
-            # and read as immutable, so not even SQLite's -shm/-wal companions are created.
+            # and read as immutable, so not even SQLite's -shm/-wal companions are created. A -wal with
+            # its -shm (a live or killed writer) is read in place. A -wal without -shm (a copied
+            # folder) or a hot -journal cannot be read in place without creating or changing files
+            # beside it: it is read from a private copy, removed on close.
             wal = self.path.with_name(self.path.name + "-wal").exists()
-            target = (self.path.resolve().as_uri() + ("?mode=ro" if wal else "?immutable=1")) if not create \
-                else str(self.path)
+            shm = self.path.with_name(self.path.name + "-shm").exists()
+            journal = self.path.with_name(self.path.name + "-journal")
+            hot = journal.exists() and journal.stat().st_size > 0
+            if create:
+                target = str(self.path)
+            elif (wal and not shm) or hot:
+                target = self._private_copy().as_uri()
+            else:
+                target = self.path.resolve().as_uri() + ("?mode=ro" if wal else "?immutable=1")
             conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                    check_same_thread=False, uri=not create)
         except sqlite3.Error as e:
@@ -381,6 +397,27 @@ class Store:
             conn.close()
             raise self._corrupt(str(e)) from None
         return conn
+
+    def _private_copy(self) -> Path:
+        """The database and its -wal/-journal copied into a private temporary directory (which
+        `close` removes), so that SQLite may recover them there."""
+        import shutil
+        import tempfile
+        import weakref
+
+        tmp = Path(tempfile.mkdtemp(prefix="archsep-read-"))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, str(tmp), True)
+        try:
+            for suffix in ("", "-wal", "-journal"):
+                src = self.path.with_name(self.path.name + suffix)
+                if suffix == "" or src.exists():
+                    shutil.copyfile(src, tmp / (DB_NAME + suffix))
+        except OSError as e:
+            self._cleanup()
+            raise ArchsepError(f"store: cannot read '{shown(self.path)}' without writing beside it (it has a "
+                               f"-wal file but no -shm, or a -journal), and copying it to {tmp.parent} failed: "
+                               f"{e.strerror or e}") from None
+        return tmp / DB_NAME
 
     def _corrupt(self, why: str) -> ArchsepError:
         return ArchsepError(f"store: '{self.path}' is not a readable archsep results database ({why}); "
@@ -465,6 +502,8 @@ class Store:
 
     def close(self) -> None:
         self._conn.close()
+        if self._cleanup is not None:
+            self._cleanup()  # the private copy of a store read from elsewhere
 
     def __enter__(self) -> "Store":
         return self
