@@ -303,3 +303,33 @@ def test_status_escapes_control_characters_of_stored_text(tmp_path, capsys):
     assert code == 0, err
     assert "error     run20 \\x1b]0;pwned\\x07TF\\x1b[2J" in out and "boom\\x1b[2J\\x00" in out
     assert not any(c in out for c in "\x1b\x07\x00\r")
+
+
+def test_odd_but_well_formed_values_are_shown_not_fatal(tmp_path, capsys):
+    """A task not registered here (its parameters cannot be checked) whose N is text in one run
+    and a list in another, a curve point with a null metric (a diverged evaluation), an unknown
+    train field: every reader works and the report shows them as stored."""
+    make_store(tmp_path, task="foreign_pkg:Task")
+    con = sqlite3.connect(tmp_path / DB_NAME)
+    con.execute("UPDATE runs SET config = json_set(config, '$.task_params.N', 'abc') WHERE run_id = 'run20'")
+    con.execute("UPDATE runs SET config = json_set(config, '$.task_params.N', json('[1, 2]')) WHERE run_id = 'run21'")
+    con.execute("UPDATE runs SET config = json_set(config, '$.train.later_field', 'x') WHERE run_id = 'run30'")
+    con.execute("UPDATE runs SET curve = '[[64, null], [128, 0.5]]' WHERE run_id = 'run31'")
+    con.commit()
+    con.close()
+    for cmd in (["status", tmp_path], ["export", tmp_path, "-o", tmp_path / "x.csv"],
+                ["report", tmp_path, "-o", tmp_path / "x.html"]):
+        code, out, err = run_main(capsys, *cmd)
+        assert code == 0, (cmd, err)
+    points = archsep.analyze(tmp_path)["points"]
+    assert [p["x"] for p in points if p["arch"] == "TF later_field=None"] == [3, "abc", [1, 2]]  # numbers, then the rest
+    assert "foreign_pkg:Task" in (tmp_path / "x.html").read_text()
+
+
+def test_a_stored_label_with_dollars_is_drawn_as_text(tmp_path, capsys):
+    """'TF $x_$' would be parsed as (broken) mathtext by matplotlib and fail the report."""
+    make_store(tmp_path, label="TF $x_$")
+    code, out, err = run_main(capsys, "report", tmp_path, "-o", tmp_path / "r.html")
+    assert code == 0, err
+    page = (tmp_path / "r.html").read_text()
+    assert page.count("src='data:image/png;base64,") == 2 and "TF $x_$" in page

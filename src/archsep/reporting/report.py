@@ -87,7 +87,7 @@ def _analyze(results: list[RunResult], x: str, separations: list | None) -> dict
     points, fits, data, cens_any, cens_flags = [], {}, {}, {}, {}
     for curve in sorted(pts):
         data[curve], cens = {}, {}
-        for xk in sorted(pts[curve], key=lambda k: (json.loads(k) is None, json.loads(k))):
+        for xk in sorted(pts[curve], key=_x_order):
             rs = [r for r, _ in pts[curve][xk]]
             xv = json.loads(xk)
             budget = max(int(r.config.get("train", {}).get("budget", 0)) for r in rs) or None
@@ -123,6 +123,15 @@ def _analyze(results: list[RunResult], x: str, separations: list | None) -> dict
     return {"x": x, "varying": varying, "points": points, "fits": fits, "separations": seps,
             "curves": sorted(pts), "curve_fields": curve_fields, "metric": named["metric"],
             "names": {c: n for c, n in names.items() if n}}
+
+
+def _x_order(key: str) -> tuple:
+    """Numbers in order, then any other stored value (text, lists: a foreign or odd store) by
+    its JSON text, then null: values of mixed types never compare with each other."""
+    v = json.loads(key)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return (0, v, "")
+    return (2 if v is None else 1, 0, key)
 
 
 def _curve_fields(flats: list[dict], varying: list[str], x: str) -> list[str]:
@@ -185,6 +194,8 @@ def figure_curves(results: list[RunResult], analysis: dict) -> str | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .plots import plain
+
     runs = [r for r in results if r.curve]
     if not runs:
         return None
@@ -203,7 +214,7 @@ def figure_curves(results: list[RunResult], analysis: dict) -> str | None:
         c = f"{name} {extra}".strip()
         xs = [s for s, _ in r.curve]
         ys = [m for _, m in r.curve]
-        ax.plot(xs, ys, color=colors.get(c, "k"), alpha=0.6, lw=1, label=None if c in seen else c)
+        ax.plot(xs, ys, color=colors.get(c, "k"), alpha=0.6, lw=1, label=None if c in seen else plain(c))
         seen.add(c)
     thr = {r.config.get("train", {}).get("threshold") for r in runs}
     for t in thr:
