@@ -241,9 +241,10 @@ def check_config(cfg: Any, where: str, field: str = "config") -> dict:
             raise Damaged(where, f"{field}.{key}", f"expected a name, got {_short(cfg.get(key))}")
     if not isinstance(cfg.get("label", ""), str):
         raise Damaged(where, f"{field}.label", f"expected text, got {_short(cfg['label'])}")
-    _int(cfg.get("seed"), where, f"{field}.seed", null=False)
+    if "seed" in cfg:  # absent (a result written by hand): its readers take seed 0 and empty tables
+        _int(cfg["seed"], where, f"{field}.seed", null=False)
     for key in ("task_params", "model_params", "train"):
-        if not isinstance(cfg.get(key), dict):
+        if not isinstance(cfg.get(key, {}), dict):
             raise Damaged(where, f"{field}.{key}", f"expected an object, got {_short(cfg.get(key))}")
     from ..config import _train_hints
     from ..models import MODELS
@@ -254,7 +255,7 @@ def check_config(cfg: Any, where: str, field: str = "config") -> dict:
         cls = reg.known(name)
         hints[key] = _hints(cls) if cls is not None else {}
     for key, types in hints.items():
-        for k, v in cfg[key].items():
+        for k, v in cfg.get(key, {}).items():
             tp = types.get(k)
             if tp is None:
                 continue
