@@ -7,6 +7,9 @@ Four ways to bring them in, all equivalent:
   registry is asked for a name it does not know, or for its list of names);
 - an import string as the name: `task = "my_pkg.tasks:Parity"`, `arch = "my_pkg.models:Net"`.
 
+Names read from a store are data: while reading (`registry.reading`), an import string
+resolves only from a module already imported here (`resolve_loaded`), never by importing.
+
 Whatever registered a class in this process is imported again in every worker (local pool or
 Ray) before it trains anything: `payload()` names those modules and, for code that is not
 installed in site-packages, carries its source, so a Ray node without the files gets them too.
