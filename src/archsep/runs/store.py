@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import functools
 import getpass
 import json
 import math
@@ -158,7 +159,8 @@ def _bad_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number archsep stores")
 
 
-def _json(text: Any, where: str, field: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+def _json(text: Any, where: str, field: str, kind: type | tuple[type, ...], default: Any = None,
+          depth: bool = True) -> Any:
     """A JSON column: text that parses (no NaN/Infinity, bounded depth) to `kind`."""
     if text is None and default is not None:
         return default
@@ -174,19 +176,21 @@ def _json(text: Any, where: str, field: str, kind: type | tuple[type, ...], defa
         names = " or ".join({dict: "an object", list: "a list"}.get(k, k.__name__) for k in
                             (kind if isinstance(kind, tuple) else (kind,)))
         raise Damaged(where, field, f"expected {names}, got {_short(value)}")
-    if _depth(value) > MAX_JSON_DEPTH:
+    if depth and _depth(value) > MAX_JSON_DEPTH:
         raise Damaged(where, field, f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
     return value
 
 
 def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in `value` (iteratively: no recursion limit)."""
     deepest, stack = 0, [(value, 1)]
     while stack:
         v, d = stack.pop()
-        if isinstance(v, (dict, list)):
-            deepest = max(deepest, d)
-            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return deepest
+        deepest = max(deepest, d)
+        for x in (v.values() if isinstance(v, dict) else v):
+            if isinstance(x, (dict, list)):
+                stack.append((x, d + 1))
+    return deepest if isinstance(value, (dict, list)) else 0
 
 
 def _short(value: Any) -> str:
@@ -219,7 +223,16 @@ def _text(v: Any, where: str, field: str, null: bool = True) -> str | None:
 
 
 def _curve(text: Any, where: str, field: str) -> list[tuple]:
-    points = _json(text, where, field, list)
+    points = _json(text, where, field, list, depth=False)  # its shape, checked here, bounds its depth
+    for p in points:  # the common case, as fast as Python goes; on the first doubt, the slow path names it
+        if type(p) is not list or len(p) != 2:
+            break
+        n, m = p
+        if type(n) is not int or n < 0 or (m is not None and ((type(m) is not float and type(m) is not int)
+                                                              or m - m != 0)):  # inf - inf is nan
+            break
+    else:
+        return list(map(tuple, points))
     out = []
     for i, p in enumerate(points):
         if not (isinstance(p, list) and len(p) == 2):
@@ -269,6 +282,7 @@ def check_config(cfg: Any, where: str, field: str = "config") -> dict:
     return cfg
 
 
+@functools.lru_cache(maxsize=256)
 def _hints(cls: type) -> dict[str, Any]:
     import dataclasses
 
