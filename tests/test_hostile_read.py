@@ -326,10 +326,12 @@ def test_odd_but_well_formed_values_are_shown_not_fatal(tmp_path, capsys):
     assert "foreign_pkg:Task" in (tmp_path / "x.html").read_text()
 
 
-def test_a_stored_label_with_dollars_is_drawn_as_text(tmp_path, capsys):
-    """'TF $x_$' would be parsed as (broken) mathtext by matplotlib and fail the report."""
-    make_store(tmp_path, label="TF $x_$")
+@pytest.mark.parametrize("label", ["TF $x_$", "TF " + "A" * 1_000_000], ids=["mathtext", "a megabyte"])
+def test_a_stored_label_is_drawn_as_text(tmp_path, label, capsys):
+    """'TF $x_$' would be parsed as (broken) mathtext by matplotlib, and a megabyte-long label
+    would make a legend too large to draw: either failed the whole report."""
+    make_store(tmp_path, label=label)
     code, out, err = run_main(capsys, "report", tmp_path, "-o", tmp_path / "r.html")
     assert code == 0, err
     page = (tmp_path / "r.html").read_text()
-    assert page.count("src='data:image/png;base64,") == 2 and "TF $x_$" in page
+    assert page.count("src='data:image/png;base64,") == 2 and label in page

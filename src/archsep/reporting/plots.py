@@ -12,10 +12,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 MARKERS = "osD^vP*X"
 
 
-def plain(text: object) -> str:
+def plain(text: object, limit: int = 100) -> str:
     """`text` drawn as written: a '$' in a label or a name read from a store would otherwise
-    start matplotlib's mathtext (and an unbalanced one fails the whole figure)."""
-    return str(text).replace("$", r"\$")
+    start matplotlib's mathtext (and an unbalanced one fails the whole figure); cut at `limit`
+    characters (a megabyte-long stored label would make an image too large to draw)."""
+    s = str(text)
+    s = s if len(s) <= limit else s[:limit - 3] + "..."
+    return s.replace("$", r"\$")
 
 
 def save(fig, stem: Path) -> list[Path]:
