@@ -335,3 +335,18 @@ def test_a_stored_label_is_drawn_as_text(tmp_path, label, capsys):
     assert code == 0, err
     page = (tmp_path / "r.html").read_text()
     assert page.count("src='data:image/png;base64,") == 2 and label in page
+
+
+def test_every_config_archsep_writes_reads_back(tmp_path):
+    """The checks accept what archsep itself stores: screen_z = inf (stored as null), nullable
+    parameters, a probe in `extra`, a curve point whose metric was NaN (stored as null)."""
+    from archsep import RunConfig, TrainConfig
+
+    cfg = RunConfig("qstr", "tf", {"N": 2, "d": 4, "q": 1}, {"mlp_width": 16},
+                    TrainConfig(screen_z=float("inf"), budget=640), seed=3, label="TF").to_dict()
+    with open_store(tmp_path) as st:
+        st.add(record(RunResult("a", cfg, "diverged", None, 64, float("nan"), 0.5, [(64, float("nan"))], [(64, 1.0)],
+                                {"every_steps": 1}, 0.5, 10, extra={"probes": [[[1.0, 2.0]]]})))
+    (r,) = archsep.load_results(tmp_path)
+    assert r.config["train"]["screen_z"] is None and r.curve == [(64, None)] and r.final_metric is None
+    assert archsep.load(tmp_path)["status"].tolist() == ["diverged"]

@@ -245,7 +245,7 @@ def check_config(cfg: Any, where: str, field: str = "config") -> dict:
     """A stored run config: the fields every reader uses, with their types. Names (task, arch)
     stay text: they are looked up, never imported. Parameters of a task or model registered
     here are checked against its fields; other parameters are shown as stored."""
-    from ..registry import _coerce
+    from ..registry import INF_OK, _coerce
 
     if not isinstance(cfg, dict):
         raise Damaged(where, field, f"expected an object, got {_short(cfg)}")
@@ -270,7 +270,7 @@ def check_config(cfg: Any, where: str, field: str = "config") -> dict:
     for key, types in hints.items():
         for k, v in cfg.get(key, {}).items():
             tp = types.get(k)
-            if tp is None:
+            if tp is None or (v is None and key == "train" and k in INF_OK):  # +inf is stored as null
                 continue
             if typing.get_origin(tp) is typing.Literal:  # another version's choices: shown as text
                 tp = str
