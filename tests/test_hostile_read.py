@@ -350,3 +350,18 @@ def test_every_config_archsep_writes_reads_back(tmp_path):
     (r,) = archsep.load_results(tmp_path)
     assert r.config["train"]["screen_z"] is None and r.curve == [(64, None)] and r.final_metric is None
     assert archsep.load(tmp_path)["status"].tolist() == ["diverged"]
+
+
+def test_the_row_check_accepts_every_config_of_every_preset():
+    """No false alarm: every run every preset plans, at every scale, as stored, passes."""
+    from archsep.experiments import EXPERIMENTS
+    from archsep.runs.store import _dumps, check_config
+
+    n = 0
+    for name in EXPERIMENTS.names():
+        exp = EXPERIMENTS.get(name)()
+        for scale in exp.scales:
+            for c in exp.plan(scale, "cpu"):
+                check_config(json.loads(_dumps(c.to_dict())), f"run {c.run_id}")
+                n += 1
+    assert n > 500
