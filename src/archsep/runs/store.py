@@ -147,7 +147,7 @@ MAX_JSON_DEPTH = 32  # archsep writes configs 3 levels deep; a store's JSON deep
 
 
 class Damaged(ArchsepError):
-    """A damaged row: `run_id` (or sweep id) and `field` say where."""
+    """A damaged row: `where` names it ('run ID' or 'sweep ID'), `field` the bad field."""
 
     def __init__(self, where: str, field: str, why: str):
         super().__init__(f"{where}: {field}: {why}", field=field)
