@@ -6,7 +6,20 @@ from typing import Iterable
 
 
 class ArchsepError(Exception):
-    """A mistake in the user's input (parameters, configs, paths). Never a bug."""
+    """A mistake in the user's input (parameters, configs, paths) or a damaged file. Never a bug.
+    `field` names what was wrong where the raiser knows it (e.g. 'config.seed')."""
+
+    def __init__(self, *args: object, field: str | None = None):
+        super().__init__(*args)
+        self.field = field
+
+
+def shown(text: object, limit: int = 200) -> str:
+    """`text` safe to print on one terminal line: control characters (ESC, BEL, newlines, NUL,
+    C1 codes) written as escapes, and cut at `limit` characters."""
+    s = str(text)
+    out = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in s[:limit])
+    return out + ("..." if len(s) > limit else "")
 
 
 def closest(name: str, allowed: Iterable[str]) -> str:

@@ -7,6 +7,9 @@ Four ways to bring them in, all equivalent:
   registry is asked for a name it does not know, or for its list of names);
 - an import string as the name: `task = "my_pkg.tasks:Parity"`, `arch = "my_pkg.models:Net"`.
 
+Names read from a store are data: while reading (`registry.reading`), an import string
+resolves only from a module already imported here (`resolve_loaded`), never by importing.
+
 Whatever registered a class in this process is imported again in every worker (local pool or
 Ray) before it trains anything: `payload()` names those modules and, for code that is not
 installed in site-packages, carries its source, so a Ray node without the files gets them too.
@@ -138,6 +141,23 @@ def resolve(name: str, field: str):
             raise ArchsepError(f"{field}: module '{mod_name}' has no attribute '{attr}'")
         obj = getattr(obj, part)
     note(mod_name)
+    return obj
+
+
+def resolve_loaded(name: str, field: str):
+    """The object an import string names if its module is already imported in this process
+    (nothing is imported, no path is added), else None. For names read from a store: data."""
+    mod_name, _, attr = name.partition(":")
+    module = sys.modules.get(mod_name) if mod_name and attr else None
+    if module is None:
+        return None
+    obj = module
+    for part in attr.split("."):
+        if not part.isidentifier() or part.startswith("__"):
+            return None
+        obj = getattr(obj, part, None)  # a plain attribute of code already loaded here
+        if obj is None:
+            return None
     return obj
 
 

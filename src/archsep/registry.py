@@ -1,16 +1,42 @@
 """Name -> class registries for tasks and models; adding one is one decorator."""
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import math
 import typing
-from typing import Any, Callable, Generic, TypeVar
+from contextlib import contextmanager
+from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from .errors import ArchsepError, closest, unknown
 
 T = TypeVar("T")
 INF_OK = {"screen_z"}  # float fields where +inf has a meaning ("never stop early"); every other rejects nan/inf
+
+
+# True while archsep reads what a store, a sweep row or a config says: the names found there are
+# data. They are looked up among what is registered in this process (built-ins, plugins the user
+# loaded, installed entry points) and never imported; see `reading`.
+_READING: contextvars.ContextVar[bool] = contextvars.ContextVar("archsep_reading", default=False)
+
+
+@contextmanager
+def reading() -> Iterator[None]:
+    """Within this block no registry imports a module because a name asks for it: an import
+    string ('pkg.mod:Class') resolves only when its module is already imported (a plugin the
+    user loaded with --import, a sweep's imports, their own code); otherwise it is an
+    ArchsepError, and readers show the stored name as text. Used by every reading path
+    (status, export, report, load, analyze)."""
+    token = _READING.set(True)
+    try:
+        yield
+    finally:
+        _READING.reset(token)
+
+
+def is_reading() -> bool:
+    return _READING.get()
 
 
 def _same_class(a: type, b: type) -> bool:
@@ -48,21 +74,41 @@ class Registry(Generic[T]):
         plugins.load_entry_points()
         return sorted(self._items)
 
+    def known(self, name: object) -> type[T] | None:
+        """The class registered under `name` right now, or None: never imports anything."""
+        return self._items.get(name) if isinstance(name, str) else None
+
     def get(self, name: str) -> type[T]:
         if name not in self._items:
             from . import plugins
 
             if ":" in name:
+                if _READING.get():
+                    return self._from_loaded_module(name)
                 return self._from_import_string(name)
             plugins.load_entry_points()  # an installed plugin may provide it
             if name not in self._items:
                 raise unknown(self.kind, name, self._items)
         return self._items[name]
 
+    def _from_loaded_module(self, name: str) -> type[T]:
+        """An import string while reading: only from a module this process already imported."""
+        from . import plugins
+
+        cls = plugins.resolve_loaded(name, self.kind)
+        if cls is None:
+            from .errors import shown
+
+            raise ArchsepError(f"{self.kind}: '{shown(name)}' is not registered here, and names read from a store are "
+                               "never imported; load its plugin with --import to resolve it", field=self.kind)
+        return self._check_class(name, cls)
+
     def _from_import_string(self, name: str) -> type[T]:
         from . import plugins
 
-        cls = plugins.resolve(name, self.kind)
+        return self._check_class(name, plugins.resolve(name, self.kind))
+
+    def _check_class(self, name: str, cls: Any) -> type[T]:
         if not isinstance(cls, type) or (self.base is not None and not issubclass(cls, self.base)):
             what = f"a subclass of {self.base.__module__}.{self.base.__qualname__}" if self.base else "a class"
             raise ArchsepError(f"{self.kind}: '{name}' is not {what}")

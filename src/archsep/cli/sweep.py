@@ -120,25 +120,41 @@ def errors_exit(results, out: Path) -> int:
 
 
 def cmd_status(a: argparse.Namespace) -> int:
+    """The store's counts. Damaged rows are listed (and make the exit code 2, with one line on
+    stderr) while the rest of the store is reported; stored text is printed with its control
+    characters escaped."""
+    from ..errors import shown
+    from ..registry import reading
     from ..runs.store import open_store
 
-    with open_store(a.dir, create=False) as store:
+    with reading(), open_store(a.dir, create=False) as store:
         st = store.status()
     if a.json:
         print(json.dumps(st, indent=2))
-        return 0
-    print(f"{st['path']}: {st['finished']} finished, {st['pending']} pending; "
-          + ", ".join(f"{k} {v}" for k, v in st["by_status"].items()))
-    for s in st["sweeps"]:
-        print(f"  sweep {s['name']} ({s['sweep_id']}): {s['done']}/{s['total']} done, "
-              f"{s['pending']} pending, {s['failed']} failed")
-    for f in st["failed"][:20]:
-        cfg = json.loads(f["config"])
-        msg = (f["error"] or "").strip().splitlines()[0] if f["error"] else "metric above the divergence limit"
-        print(f"  {f['status']:<9} {f['run_id']} {cfg.get('label') or cfg.get('arch')} "
-              f"{json.dumps(cfg.get('task_params'), sort_keys=True)} seed={cfg.get('seed')}: {msg}")
-    if len(st["failed"]) > 20:
-        print(f"  ... and {len(st['failed']) - 20} more failed run(s) (--json lists all)")
+    else:
+        print(f"{shown(st['path'], 400)}: {st['finished']} finished, {st['pending']} pending; "
+              + ", ".join(f"{k} {v}" for k, v in st["by_status"].items())
+              + (f"; damaged {len(st['damaged'])}" if st["damaged"] else ""))
+        for s in st["sweeps"]:
+            print(f"  sweep {shown(s['name'])} ({shown(s['sweep_id'])}): {s['done']}/{s['total']} done, "
+                  f"{s['pending']} pending, {s['failed']} failed")
+        for f in st["failed"][:20]:
+            cfg = json.loads(f["config"])
+            msg = (f["error"] or "").strip().splitlines()[0] if (f["error"] or "").strip() else \
+                "metric above the divergence limit"
+            print(f"  {f['status']:<9} {shown(f['run_id'])} {shown(cfg.get('label') or cfg.get('arch'))} "
+                  f"{shown(json.dumps(cfg.get('task_params'), sort_keys=True))} seed={cfg.get('seed')}: {shown(msg)}")
+        if len(st["failed"]) > 20:
+            print(f"  ... and {len(st['failed']) - 20} more failed run(s) (--json lists all)")
+        for d in st["damaged"][:20]:
+            print(f"  damaged   {d['error']}")
+        if len(st["damaged"]) > 20:
+            print(f"  ... and {len(st['damaged']) - 20} more damaged row(s) (--json lists all)")
+    if st["damaged"]:
+        d = st["damaged"]
+        print(f"archsep: error: store '{shown(st['path'], 400)}' is damaged: {len(d)} row(s) cannot be read "
+              f"(listed {'in the JSON' if a.json else 'above'}); first: {d[0]['error']}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -153,7 +169,9 @@ def cmd_export(a: argparse.Namespace) -> int:
         from ..errors import unknown
 
         raise unknown("--format", a.format, ["csv", "parquet"])
-    with open_store(a.dir, create=False) as store:
+    from ..registry import reading
+
+    with reading(), open_store(a.dir, create=False) as store:
         rows = export_rows(store)
     columns = list(dict.fromkeys(k for r in rows for k in r))
     dest = Path(a.output) if a.output else Path(a.dir) / f"runs.{fmt}"

@@ -12,6 +12,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 MARKERS = "osD^vP*X"
 
 
+def plain(text: object, limit: int = 100) -> str:
+    """`text` drawn as written: a '$' in a label or a name read from a store would otherwise
+    start matplotlib's mathtext (and an unbalanced one fails the whole figure); cut at `limit`
+    characters (a megabyte-long stored label would make an image too large to draw)."""
+    s = str(text)
+    s = s if len(s) <= limit else s[:limit - 3] + "..."
+    return s.replace("$", r"\$")
+
+
 def save(fig, stem: Path) -> list[Path]:
     paths = []
     for ext in ("png", "svg"):
@@ -50,7 +59,7 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | N
         shown_as = arch if not name or name == base else f"{arch} ({name})"
         lab = shown_as if a is None else (f"{shown_as}: α={a:.2f}" + ("" if ci[0] is None else f" [{ci[0]:.2f}, {ci[1]:.2f}]"))
         ax.errorbar(N, mean, yerr=[lo, hi], marker=MARKERS[bases.index(base) % len(MARKERS)], capsize=3, ls="none",
-                    color=colour[base], mfc="white" if alt else colour[base], label=lab)
+                    color=colour[base], mfc="white" if alt else colour[base], label=plain(lab))
         if a is not None and fit.get("intercept") is not None:
             xs = np.geomspace(min(N), max(N), 50)
             ax.plot(xs, np.exp(fit["intercept"]) * xs**a, color=colour[base], ls="--" if alt else "-", lw=1.2)
@@ -77,8 +86,8 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | N
     ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("sequence length N")
-    ax.set_ylabel(f"samples to held-out {summary.get('metric', 'MSE')} < {summary['threshold']}")
-    ax.set_title(title, fontsize=9)
+    ax.set_ylabel(plain(f"samples to held-out {summary.get('metric', 'MSE')} < {summary['threshold']}"))
+    ax.set_title(plain(title), fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     return save(fig, stem)

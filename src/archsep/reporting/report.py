@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArchsepError
+from ..registry import reading
 from ..analysis.stats import fit_exponent, separation, summarize_point
 from ..runs.store import Store, open_store
 from ..runs.sweep import flatten_config
@@ -57,11 +58,17 @@ def analyze(results: list[RunResult] | str | Path, x: str = "task_params.N", sep
     `results` (or of every run stored in an output directory): `points` (per curve and x:
     mean and median samples with CIs, censored counts), `fits` (per curve: the exponent alpha
     of samples ~ x^alpha with its 95% CI), `separations` (for each (better, worse) label pair:
-    whether worse's exponent is larger, censoring-aware)."""
-    if isinstance(results, (str, Path)):
-        from .tables import load_results
+    whether worse's exponent is larger, censoring-aware). The names in the runs' configs are
+    data: nothing is imported because of them (`registry.reading`)."""
+    with reading():
+        if isinstance(results, (str, Path)):
+            from .tables import load_results
 
-        results = load_results(results)
+            results = load_results(results)
+        return _analyze(results, x, separations)
+
+
+def _analyze(results: list[RunResult], x: str, separations: list | None) -> dict:
     flats = [_flat(r) for r in results]
     fields = sorted({k for f in flats for k in f} - {"seed", "train.device"})
     varying = [k for k in fields if len({_key(f.get(k)) for f in flats}) > 1]
@@ -80,7 +87,7 @@ def analyze(results: list[RunResult] | str | Path, x: str = "task_params.N", sep
     points, fits, data, cens_any, cens_flags = [], {}, {}, {}, {}
     for curve in sorted(pts):
         data[curve], cens = {}, {}
-        for xk in sorted(pts[curve], key=lambda k: (json.loads(k) is None, json.loads(k))):
+        for xk in sorted(pts[curve], key=_x_order):
             rs = [r for r, _ in pts[curve][xk]]
             xv = json.loads(xk)
             budget = max(int(r.config.get("train", {}).get("budget", 0)) for r in rs) or None
@@ -116,6 +123,15 @@ def analyze(results: list[RunResult] | str | Path, x: str = "task_params.N", sep
     return {"x": x, "varying": varying, "points": points, "fits": fits, "separations": seps,
             "curves": sorted(pts), "curve_fields": curve_fields, "metric": named["metric"],
             "names": {c: n for c, n in names.items() if n}}
+
+
+def _x_order(key: str) -> tuple:
+    """Numbers in order, then any other stored value (text, lists: a foreign or odd store) by
+    its JSON text, then null: values of mixed types never compare with each other."""
+    v = json.loads(key)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return (0, v, "")
+    return (2 if v is None else 1, 0, key)
 
 
 def _curve_fields(flats: list[dict], varying: list[str], x: str) -> list[str]:
@@ -178,6 +194,8 @@ def figure_curves(results: list[RunResult], analysis: dict) -> str | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .plots import plain
+
     runs = [r for r in results if r.curve]
     if not runs:
         return None
@@ -196,7 +214,7 @@ def figure_curves(results: list[RunResult], analysis: dict) -> str | None:
         c = f"{name} {extra}".strip()
         xs = [s for s, _ in r.curve]
         ys = [m for _, m in r.curve]
-        ax.plot(xs, ys, color=colors.get(c, "k"), alpha=0.6, lw=1, label=None if c in seen else c)
+        ax.plot(xs, ys, color=colors.get(c, "k"), alpha=0.6, lw=1, label=None if c in seen else plain(c))
         seen.add(c)
     thr = {r.config.get("train", {}).get("threshold") for r in runs}
     for t in thr:
@@ -267,12 +285,16 @@ def environment(rows: list[dict]) -> dict:
 
 
 def build(store: Store) -> tuple[str, dict]:
-    """The report's HTML and its analysis data."""
+    """The report's HTML and its analysis data. Reading never imports (`registry.reading`)."""
+    with reading():
+        return _build(store)
+
+
+def _build(store: Store) -> tuple[str, dict]:
     rows = store.rows()
     if not rows:
         raise ArchsepError(f"DIR: the store '{store.path}' holds no finished runs yet")
-    from ..runs.store import result_from_row
-
+    checked = {r["run_id"]: store.check(r) for r in rows}  # a damaged row: one line naming it
     by_id = {r["run_id"]: r for r in rows}
     sweeps = store.sweeps()
     sections = []
@@ -292,13 +314,18 @@ def build(store: Store) -> tuple[str, dict]:
     for sw, ids in groups:
         if not ids:
             continue
-        results = [result_from_row(by_id[i]) for i in ids]
-        meta = json.loads(sw["analysis"]) if sw else {}
+        results = [checked[i] for i in ids]
+        meta = sw["analysis_data"] if sw else {}
         title = sw["name"] if sw else "runs outside any sweep"
         exp = _experiment_of(sw)
-        if exp is not None:  # a preset: its own analysis, claims, figures and text
-            summary = exp.summarize(results, meta.get("scale") or ("quick" if sw["quick"] else "full"),
-                                    meta.get("overrides"))
+        summary = None
+        if exp is not None:
+            try:
+                summary = exp.summarize(results, meta.get("scale") or ("quick" if sw["quick"] else "full"),
+                                        meta.get("overrides"))
+            except Exception:  # noqa: BLE001 - runs this preset cannot analyse (names not registered here,
+                summary = None  # fields it needs missing): the generic analysis below, as for any sweep
+        if summary is not None:  # a preset: its own analysis, claims, figures and text
             claims = [{**c.to_dict(), "source": title} for c in summary.claims]
             figs = _experiment_figures(exp, summary)
             curves = figure_curves(results, analyze(results))

@@ -25,7 +25,7 @@ def export_rows(store) -> list[dict]:
         sweeps_of.setdefault(p["run_id"], []).append(names.get(p["sweep_id"], p["sweep_id"]))
     out = []
     for row in store.rows():
-        cfg = json.loads(row["config"])
+        cfg = store.check(row).config  # a damaged row: one line naming the store, the run and the field
         flat = {"run_id": row["run_id"], "task": cfg.get("task"), "arch": cfg.get("arch"),
                 "label": cfg.get("label"), "seed": cfg.get("seed")}
         for t in ("task_params", "model_params", "train"):
@@ -50,15 +50,17 @@ def load(out_dir: str | Path):
     learning curve as JSON. The same table as `archsep export`."""
     import pandas as pd
 
+    from ..registry import reading
     from ..runs.store import open_store
 
-    with open_store(out_dir, create=False) as store:
+    with reading(), open_store(out_dir, create=False) as store:
         return pd.DataFrame(export_rows(store))
 
 
 def load_results(out_dir: str | Path) -> list:
     """Every run stored in `out_dir` as `RunResult`s (what `analyze` takes)."""
+    from ..registry import reading
     from ..runs.store import open_store
 
-    with open_store(out_dir, create=False) as store:
+    with reading(), open_store(out_dir, create=False) as store:
         return store.results()

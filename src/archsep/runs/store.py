@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import functools
 import getpass
 import json
 import math
@@ -17,13 +18,14 @@ import os
 import socket
 import sqlite3
 import time
+import typing
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ..errors import ArchsepError
+from ..errors import ArchsepError, shown
 from ..results import RunResult, json_safe
 
 DB_NAME = "archsep.db"
@@ -135,17 +137,220 @@ def record(result: RunResult, started_at: str | None = None, device: str | None 
 
 
 def result_from_row(row: dict) -> RunResult:
+    """The RunResult a row holds, every field checked (see `check_row`): a damaged row is an
+    ArchsepError naming the run and the field, never a traceback further on."""
+    return check_row(row)
+
+
+# --- reading a row that may be damaged -------------------------------------------------------
+MAX_JSON_DEPTH = 32  # archsep writes configs 3 levels deep; a store's JSON deeper than this is damaged
+
+
+class Damaged(ArchsepError):
+    """A damaged row: `where` names it ('run ID' or 'sweep ID'), `field` the bad field."""
+
+    def __init__(self, where: str, field: str, why: str):
+        super().__init__(f"{where}: {field}: {why}", field=field)
+        self.where = where
+        self.why = why
+
+
+def _bad_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number archsep stores")
+
+
+def _json(text: Any, where: str, field: str, kind: type | tuple[type, ...], default: Any = None,
+          depth: bool = True) -> Any:
+    """A JSON column: text that parses (no NaN/Infinity, bounded depth) to `kind`."""
+    if text is None and default is not None:
+        return default
+    if not isinstance(text, str):
+        raise Damaged(where, field, f"expected JSON text, got {_short(text)}")
+    try:
+        value = json.loads(text, parse_constant=_bad_constant)
+    except RecursionError:
+        raise Damaged(where, field, "JSON nested too deeply") from None
+    except ValueError as e:  # JSONDecodeError included
+        raise Damaged(where, field, f"not valid JSON ({shown(str(e).splitlines()[0] if str(e) else e, 80)})") from None
+    if not isinstance(value, kind):
+        names = " or ".join({dict: "an object", list: "a list"}.get(k, k.__name__) for k in
+                            (kind if isinstance(kind, tuple) else (kind,)))
+        raise Damaged(where, field, f"expected {names}, got {_short(value)}")
+    if depth and _depth(value) > MAX_JSON_DEPTH:
+        raise Damaged(where, field, f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in `value` (iteratively: no recursion limit)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        deepest = max(deepest, d)
+        for x in (v.values() if isinstance(v, dict) else v):
+            if isinstance(x, (dict, list)):
+                stack.append((x, d + 1))
+    return deepest if isinstance(value, (dict, list)) else 0
+
+
+def _short(value: Any) -> str:
+    return shown(repr(value), 60)
+
+
+def _int(v: Any, where: str, field: str, null: bool = True, minimum: int | None = 0) -> int | None:
+    if v is None and null:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or (minimum is not None and v < minimum):
+        want = "an integer" + (f" >= {minimum}" if minimum is not None else "") + (" or null" if null else "")
+        raise Damaged(where, field, f"expected {want}, got {_short(v)}")
+    return v
+
+
+def _num(v: Any, where: str, field: str, null: bool = True) -> float | None:
+    if v is None and null:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise Damaged(where, field, f"expected a finite number{' or null' if null else ''}, got {_short(v)}")
+    return v
+
+
+def _text(v: Any, where: str, field: str, null: bool = True) -> str | None:
+    if v is None and null:
+        return None
+    if not isinstance(v, str):
+        raise Damaged(where, field, f"expected text{' or null' if null else ''}, got {_short(v)}")
+    return v
+
+
+def _curve(text: Any, where: str, field: str) -> list[tuple]:
+    points = _json(text, where, field, list, depth=False)  # its shape, checked here, bounds its depth
+    for p in points:  # the common case, as fast as Python goes; on the first doubt, the slow path names it
+        if type(p) is not list or len(p) != 2:
+            break
+        n, m = p
+        if type(n) is not int or n < 0 or (m is not None and ((type(m) is not float and type(m) is not int)
+                                                              or m - m != 0)):  # inf - inf is nan
+            break
+    else:
+        return list(map(tuple, points))
+    out = []
+    for i, p in enumerate(points):
+        if not (isinstance(p, list) and len(p) == 2):
+            raise Damaged(where, f"{field}[{i}]", f"expected a pair [samples, metric], got {_short(p)}")
+        out.append((_int(p[0], where, f"{field}[{i}]", null=False), _num(p[1], where, f"{field}[{i}]")))
+    return out
+
+
+def check_config(cfg: Any, where: str, field: str = "config") -> dict:
+    """A stored run config: the fields every reader uses, with their types. Names (task, arch)
+    stay text: they are looked up, never imported. Parameters of a task or model registered
+    here are checked against its fields; other parameters are shown as stored."""
+    from ..registry import INF_OK, _coerce
+
+    if not isinstance(cfg, dict):
+        raise Damaged(where, field, f"expected an object, got {_short(cfg)}")
+    for key in ("task", "arch"):
+        if not isinstance(cfg.get(key), str) or not cfg[key]:
+            raise Damaged(where, f"{field}.{key}", f"expected a name, got {_short(cfg.get(key))}")
+    if not isinstance(cfg.get("label", ""), str):
+        raise Damaged(where, f"{field}.label", f"expected text, got {_short(cfg['label'])}")
+    if "seed" in cfg:  # absent (a result written by hand): its readers take seed 0 and empty tables
+        _int(cfg["seed"], where, f"{field}.seed", null=False)
+    for key in ("task_params", "model_params", "train"):
+        if not isinstance(cfg.get(key, {}), dict):
+            raise Damaged(where, f"{field}.{key}", f"expected an object, got {_short(cfg.get(key))}")
+    from ..config import _train_hints
+    from ..models import MODELS
+    from ..tasks import TASKS
+
+    hints = {"train": _train_hints()}
+    for key, reg, name in (("task_params", TASKS, cfg["task"]), ("model_params", MODELS, cfg["arch"])):
+        cls = reg.known(name)
+        hints[key] = _hints(cls) if cls is not None else {}
+    for key, types in hints.items():
+        for k, v in cfg.get(key, {}).items():
+            tp = types.get(k)
+            if tp is None or (v is None and key == "train" and k in INF_OK):  # +inf is stored as null
+                continue
+            if typing.get_origin(tp) is typing.Literal:  # another version's choices: shown as text
+                tp = str
+            try:
+                _coerce(f"{field}.{key}.{k}", v, tp)
+            except ArchsepError as e:
+                f, _, why = str(e).partition(": ")
+                raise Damaged(where, f"{field}.{key}.{k}", shown(why, 120)) from None
+    return cfg
+
+
+@functools.lru_cache(maxsize=256)
+def _hints(cls: type) -> dict[str, Any]:
+    import dataclasses
+
+    try:
+        hints = typing.get_type_hints(cls)
+        return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init and f.name in hints}
+    except Exception:  # noqa: BLE001 - a class whose hints cannot be read: its parameters stay unchecked
+        return {}
+
+
+def check_row(row: dict) -> RunResult:
+    """The RunResult of one `runs` row, checking every field a reader uses. Raises `Damaged`
+    (an ArchsepError) naming the run id and the field."""
+    rid = row.get("run_id")
+    if not isinstance(rid, str) or not rid:
+        raise Damaged(f"run {_short(rid)}", "run_id", f"expected a run id, got {_short(rid)}")
+    where = f"run {shown(rid, 40)}"
+    status = row.get("status")
+    if status not in STATUSES:
+        raise Damaged(where, "status", f"unknown value {_short(status)}; allowed: {', '.join(STATUSES)}")
+    config = check_config(_json(row.get("config"), where, "config", dict), where)
+    for col in ("archsep_version", "torch_version", "device", "host", "started_at", "finished_at", "committed_at"):
+        _text(row.get(col), where, col)
+    _int(row.get("worker_pid"), where, "worker_pid")
     return RunResult(
-        run_id=row["run_id"], config=json.loads(row["config"]), status=row["status"],
-        samples=row["samples"], resolution=row["resolution"],
-        final_metric=row["final_metric"], best_metric=row["best_metric"],
-        curve=[tuple(p) for p in json.loads(row["curve"])],
-        train_curve=[tuple(p) for p in json.loads(row["train_curve"])],
-        eval_schedule=json.loads(row["eval_schedule"]), wall_s=row["wall_s"], params=row["params"] or 0,
-        state_size=row["state_size"], error=row["error"],
-        test_metric=row.get("test_metric"), best_samples=row.get("best_samples"),
-        extra=json.loads(row.get("extra") or "{}"),
+        run_id=rid, config=config, status=status,
+        samples=_int(row.get("samples"), where, "samples"),
+        resolution=_int(row.get("resolution"), where, "resolution"),
+        final_metric=_num(row.get("final_metric"), where, "final_metric"),
+        best_metric=_num(row.get("best_metric"), where, "best_metric"),
+        curve=_curve(row.get("curve"), where, "curve"),
+        train_curve=_curve(row.get("train_curve"), where, "train_curve"),
+        eval_schedule=_json(row.get("eval_schedule"), where, "eval_schedule", dict),
+        wall_s=_num(row.get("wall_s"), where, "wall_s", null=False),
+        params=_int(row.get("params"), where, "params") or 0,
+        state_size=_int(row.get("state_size"), where, "state_size"),
+        error=_text(row.get("error"), where, "error"),
+        test_metric=_num(row.get("test_metric"), where, "test_metric"),
+        best_samples=_int(row.get("best_samples"), where, "best_samples"),
+        extra=_json(row.get("extra") or None, where, "extra", dict, default={}),
     )
+
+
+def check_sweep(sw: dict) -> dict:
+    """One `sweeps` row with its `analysis` parsed and checked (a dict under 'analysis_data')."""
+    sid = sw.get("sweep_id")
+    where = f"sweep {_short(sid) if not isinstance(sid, str) else shown(sid, 40)}"
+    _text(sid, where, "sweep_id", null=False)
+    for col in ("name", "source", "created_at"):
+        _text(sw.get(col), where, col, null=False)
+    _text(sw.get("preset"), where, "preset")
+    _int(sw.get("quick"), where, "quick", null=False)
+    a = _json(sw.get("analysis"), where, "analysis", dict)
+    from .sweep import ANALYSIS_KEYS, RUN_KEYS
+
+    for k in a:
+        if k not in ANALYSIS_KEYS:
+            raise Damaged(where, f"analysis.{shown(k, 40)}", f"unknown key; allowed: {', '.join(ANALYSIS_KEYS)}")
+    x = a.get("x", "task_params.N")
+    if not isinstance(x, str) or x.split(".")[0] not in RUN_KEYS:
+        raise Damaged(where, "analysis.x", f"expected a config field such as \"task_params.N\", got {_short(x)}")
+    seps = a.get("separations", [])
+    if not isinstance(seps, list) or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(t, str) for t in p)
+                                             for p in seps):
+        raise Damaged(where, "analysis.separations", f"expected pairs of labels like [[\"TF\", \"FFN\"]], got {_short(seps)}")
+    if not isinstance(a.get("scale", ""), str):
+        raise Damaged(where, "analysis.scale", f"expected a scale name, got {_short(a['scale'])}")
+    return {**sw, "analysis_data": a}
 
 
 class Store:
@@ -155,9 +360,15 @@ class Store:
         self.dir = Path(out_dir)
         self.path = self.dir / DB_NAME
         self.writable = create
+        self._cleanup = None  # removes the private copy a reader may make (see _private_copy)
         if not create and not self.path.exists():
             raise ArchsepError(f"DIR: no results store at '{self.path}' (run a sweep into {self.dir} first)")
-        self._conn = self._open(create)
+        try:
+            self._conn = self._open(create)
+        except BaseException:
+            if self._cleanup is not None:
+                self._cleanup()
+            raise
 
     # --- opening ---------------------------------------------------------------------------
     def _open(self, create: bool) -> sqlite3.Connection:
@@ -169,10 +380,20 @@ class Store:
         try:
             # reading commands open the file read-only: they never write to it (nor adopt a foreign one).
             # Without a -wal file beside it (no writer, everything checkpointed) the file is complete
-            # and read as immutable, so not even SQLite's -shm/-wal companions are created.
+            # and read as immutable, so not even SQLite's -shm/-wal companions are created. A -wal with
+            # its -shm (a live or killed writer) is read in place. A -wal without -shm (a copied
+            # folder) or a hot -journal cannot be read in place without creating or changing files
+            # beside it: it is read from a private copy, removed on close.
             wal = self.path.with_name(self.path.name + "-wal").exists()
-            target = (self.path.resolve().as_uri() + ("?mode=ro" if wal else "?immutable=1")) if not create \
-                else str(self.path)
+            shm = self.path.with_name(self.path.name + "-shm").exists()
+            journal = self.path.with_name(self.path.name + "-journal")
+            hot = journal.exists() and journal.stat().st_size > 0
+            if create:
+                target = str(self.path)
+            elif (wal and not shm) or hot:
+                target = self._private_copy().as_uri()
+            else:
+                target = self.path.resolve().as_uri() + ("?mode=ro" if wal else "?immutable=1")
             conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                    check_same_thread=False, uri=not create)
         except sqlite3.Error as e:
@@ -191,6 +412,27 @@ class Store:
             conn.close()
             raise self._corrupt(str(e)) from None
         return conn
+
+    def _private_copy(self) -> Path:
+        """The database and its -wal/-journal copied into a private temporary directory (which
+        `close` removes), so that SQLite may recover them there."""
+        import shutil
+        import tempfile
+        import weakref
+
+        tmp = Path(tempfile.mkdtemp(prefix="archsep-read-"))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, str(tmp), True)
+        try:
+            for suffix in ("", "-wal", "-journal"):
+                src = self.path.with_name(self.path.name + suffix)
+                if suffix == "" or src.exists():
+                    shutil.copyfile(src, tmp / (DB_NAME + suffix))
+        except OSError as e:
+            self._cleanup()
+            raise ArchsepError(f"store: cannot read '{shown(self.path)}' without writing beside it (it has a "
+                               f"-wal file but no -shm, or a -journal), and copying it to {tmp.parent} failed: "
+                               f"{e.strerror or e}") from None
+        return tmp / DB_NAME
 
     def _corrupt(self, why: str) -> ArchsepError:
         return ArchsepError(f"store: '{self.path}' is not a readable archsep results database ({why}); "
@@ -222,11 +464,33 @@ class Store:
             raise ArchsepError(f"store: '{self.path}' is a SQLite database that archsep did not create "
                                f"(tables: {', '.join(sorted(tables)) or 'none'}); it was left untouched: use another --out")
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None or int(row[0]) > SCHEMA_VERSION:
-            raise ArchsepError(f"store: '{self.path}' has schema version {row[0] if row else '?'}, this archsep "
+        version = row[0] if row else None
+        if isinstance(version, str) and version.isascii() and version.isdigit() and len(version) < 10:
+            version = int(version)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise ArchsepError(f"store '{shown(self.path)}' is damaged: meta.schema_version: expected a positive "
+                               f"integer, got {shown(repr(row[0]) if row else 'nothing', 60)}; it was left untouched",
+                               field="meta.schema_version")
+        if version > SCHEMA_VERSION:
+            raise ArchsepError(f"store: '{self.path}' has schema version {version}, this archsep "
                                f"reads up to {SCHEMA_VERSION}; upgrade archsep or use another --out")
-        if int(row[0]) < SCHEMA_VERSION and self.writable:
-            self._migrate(conn, int(row[0]))
+        if version < SCHEMA_VERSION and self.writable:
+            self._migrate(conn, version)
+        self._check_columns(conn, tables, version)
+
+    def _check_columns(self, conn: sqlite3.Connection, tables: set[str], version: int) -> None:
+        """Every table and column the readers use is there (a store made by hand may lack one)."""
+        later = {"test_metric", "best_samples", "extra"} if version < 2 and not self.writable else set()
+        need = {"runs": set(RESULT_COLUMNS) - later, "sweeps": {"sweep_id", "name", "source", "preset", "quick",
+                "analysis", "created_at"}, "planned": {"sweep_id", "run_id", "position", "config"}}
+        for table, cols in need.items():
+            if table not in tables:
+                raise ArchsepError(f"store '{shown(self.path)}' is damaged: table '{table}' is missing; "
+                                   "it was left untouched", field=table)
+            have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            if cols - have:
+                raise ArchsepError(f"store '{shown(self.path)}' is damaged: {table}: missing column(s) "
+                                   f"{', '.join(sorted(cols - have))}; it was left untouched", field=table)
 
     def _migrate(self, conn: sqlite3.Connection, version: int) -> None:
         """Schema 1 -> 2: three columns added; every stored run stays as it was."""
@@ -253,6 +517,8 @@ class Store:
 
     def close(self) -> None:
         self._conn.close()
+        if self._cleanup is not None:
+            self._cleanup()  # the private copy of a store read from elsewhere
 
     def __enter__(self) -> "Store":
         return self
@@ -306,33 +572,73 @@ class Store:
         return [out[i] for i in ids if i in out]
 
     def results(self, run_ids: Iterable[str] | None = None) -> list[RunResult]:
-        return [result_from_row(r) for r in self.rows(run_ids)]
+        """The stored runs as RunResults; a damaged row is one ArchsepError naming this store,
+        the run and the field."""
+        return [self.check(r) for r in self.rows(run_ids)]
+
+    def check(self, row: dict) -> RunResult:
+        """`row`'s RunResult, or an ArchsepError naming this store, the run id and the field."""
+        try:
+            return check_row(row)
+        except Damaged as e:
+            raise self._damaged(e) from None
+
+    def _damaged(self, e: Damaged) -> ArchsepError:
+        return ArchsepError(f"store '{shown(self.path)}' is damaged: {e}", field=e.field)
 
     def sweeps(self) -> list[dict]:
-        return [dict(r) for r in self._conn.execute("SELECT * FROM sweeps ORDER BY created_at")]
+        """The sweeps rows, each checked, with its `analysis` parsed (`analysis_data`)."""
+        out = []
+        for r in self._conn.execute("SELECT * FROM sweeps ORDER BY created_at"):
+            try:
+                out.append(check_sweep(dict(r)))
+            except Damaged as e:
+                raise self._damaged(e) from None
+        return out
 
     def planned(self, sweep_id: str | None = None) -> list[dict]:
         q = "SELECT * FROM planned" + (" WHERE sweep_id = ?" if sweep_id else "") + " ORDER BY sweep_id, position"
         return [dict(r) for r in self._conn.execute(q, (sweep_id,) if sweep_id else ())]
 
     def status(self) -> dict:
-        """Counts over the union of all planned and finished runs."""
-        done = {r[0]: r[1] for r in self._conn.execute("SELECT run_id, status FROM runs")}
+        """Counts over the union of all planned and finished runs. Every row is checked: a
+        damaged one is listed under `damaged` (run or sweep, field, why) and counted nowhere
+        else; the rest of the store is reported as usual."""
+        done: dict[str, str] = {}  # run_id -> status ("damaged" for a damaged row)
+        damaged: list[dict] = []
+        failed: list[dict] = []
+        for row in self._conn.execute("SELECT * FROM runs ORDER BY committed_at"):
+            row = dict(row)
+            try:
+                r = check_row(row)
+            except Damaged as e:
+                damaged.append({"where": e.where, "field": e.field, "error": str(e)})
+                if isinstance(row.get("run_id"), str):
+                    done[row["run_id"]] = "damaged"
+                continue
+            done[r.run_id] = r.status
+            if r.status in ("error", "diverged"):
+                failed.append({"run_id": r.run_id, "status": r.status, "error": r.error, "config": row["config"]})
         planned = {r[0] for r in self._conn.execute("SELECT DISTINCT run_id FROM planned")}
         counts = {s: 0 for s in STATUSES}
         for s in done.values():
-            counts[s] += 1
+            if s in counts:
+                counts[s] += 1
         per_sweep = []
-        for sw in self.sweeps():
+        for sw in self._conn.execute("SELECT * FROM sweeps ORDER BY created_at"):
+            try:
+                sw = check_sweep(dict(sw))
+            except Damaged as e:
+                damaged.append({"where": e.where, "field": e.field, "error": str(e)})
+                continue
             ids = [r[0] for r in self._conn.execute("SELECT run_id FROM planned WHERE sweep_id=?", (sw["sweep_id"],))]
             st = [done.get(i) for i in ids]
             per_sweep.append({"sweep_id": sw["sweep_id"], "name": sw["name"], "total": len(ids),
                               "done": sum(s is not None for s in st), "pending": st.count(None),
                               "failed": sum(s in ("error", "diverged") for s in st)})
-        failed = [dict(r) for r in self._conn.execute(
-            "SELECT run_id, status, error, config FROM runs WHERE status IN ('error', 'diverged') ORDER BY committed_at")]
-        return {"path": str(self.path), "finished": len(done), "pending": len(planned - set(done)),
-                "by_status": counts, "sweeps": per_sweep, "failed": failed}
+        return {"path": str(self.path), "finished": sum(s != "damaged" for s in done.values()),
+                "pending": len(planned - set(done)), "by_status": counts, "sweeps": per_sweep, "failed": failed,
+                "damaged": damaged}
 
 
 @contextmanager
