@@ -338,9 +338,10 @@ def check_sweep(sw: dict) -> dict:
     a = _json(sw.get("analysis"), where, "analysis", dict)
     from .sweep import ANALYSIS_KEYS, RUN_KEYS
 
+    stored_keys = (*ANALYSIS_KEYS, "overrides")  # a preset's --set values are kept with its sweep
     for k in a:
-        if k not in ANALYSIS_KEYS:
-            raise Damaged(where, f"analysis.{shown(k, 40)}", f"unknown key; allowed: {', '.join(ANALYSIS_KEYS)}")
+        if k not in stored_keys:
+            raise Damaged(where, f"analysis.{shown(k, 40)}", f"unknown key; allowed: {', '.join(stored_keys)}")
     x = a.get("x", "task_params.N")
     if not isinstance(x, str) or x.split(".")[0] not in RUN_KEYS:
         raise Damaged(where, "analysis.x", f"expected a config field such as \"task_params.N\", got {_short(x)}")
@@ -350,6 +351,9 @@ def check_sweep(sw: dict) -> dict:
         raise Damaged(where, "analysis.separations", f"expected pairs of labels like [[\"TF\", \"FFN\"]], got {_short(seps)}")
     if not isinstance(a.get("scale", ""), str):
         raise Damaged(where, "analysis.scale", f"expected a scale name, got {_short(a['scale'])}")
+    ov = a.get("overrides", {})
+    if not isinstance(ov, dict) or not all(isinstance(v, (str, int, float, bool, list)) for v in ov.values()):
+        raise Damaged(where, "analysis.overrides", f"expected a table of --set values, got {_short(ov)}")
     return {**sw, "analysis_data": a}
 
 
