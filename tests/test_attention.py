@@ -84,13 +84,32 @@ def test_preln_fused_equals_explicit(params, prune, spec):
     x = x_for(spec)
     assert_same(fused, explicit, x)
     if prune and spec.readout == "last" and params.get("pool") is None:
-        assert fused(x).shape[1] == 1  # the pruned path was the one compared
+        out = fused(x)
+        assert out.shape[1] == 1  # the pruned path was the one compared ...
+        whole, _ = pair("tf-preln", spec, False, width=16, **params)
+        # ... and it is the last position of the whole output: the one query sees every key
+        torch.testing.assert_close(out[:, -1], whole(x)[:, -1], rtol=1e-5, atol=1e-5)
 
 
 def test_preln_fused_equals_explicit_on_shorter_inputs():
     """Tasks trained on variable lengths feed inputs shorter than seq_len."""
     fused, explicit = pair("tf-preln", LAST, True, width=16, layers=2, heads=4)
     assert_same(fused, explicit, x_for(LAST)[:, :7])
+
+
+@pytest.mark.parametrize("impl", attention.IMPLS)
+def test_causal_outputs_never_see_later_positions(impl):
+    """Both paths mask the future: changing the last token moves only the last output (and a
+    bidirectional model's every output)."""
+    for causal in (True, False):
+        torch.manual_seed(0)
+        model = use_attention(make_model_config("tf-preln", layers=2, width=16, heads=2, causal=causal).build(LAST), impl)
+        x = x_for(LAST)
+        y = x.clone()
+        y[:, -1] = (y[:, -1] + 1) % LAST.input_dim
+        moved = (model(x) - model(y)).abs().amax(dim=(0, 2))
+        assert moved[-1] > 1e-4
+        assert (moved[:-1].max() < 1e-6) if causal else (moved[:-1].min() > 1e-4)
 
 
 B_PARAMS = [{}, {"heads": 3}, {"qk": "joint"}, {"qk": "joint", "heads": 3}, {"heads": 2, "head_dim": 4},
