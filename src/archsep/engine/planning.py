@@ -12,6 +12,7 @@ from typing import Sequence
 import torch
 
 from ..config import RunConfig
+from ..models.attention import use_attention
 
 STACK_MAX_FLOPS = 5e7  # per model and step, on a CPU: measured neutral below, slower above (benchmarks/lr_grid.py)
 STACK_MAX_RUNS = 16  # runs per stack: bounds its memory
@@ -46,6 +47,9 @@ def _count_step_flops(cfg: RunConfig) -> float:
     task = cfg.build_task()
     model = cfg.model_config().build(task.spec)
     model.prune_to_readout()  # as the engine trains it
+    # count the attention written out: the same arithmetic as the fused kernel, for which torch's
+    # counter has no formula on a CPU (it would count nothing, and plans would change with it)
+    use_attention(model, "explicit")
     batch = task.sample(cfg.train.batch_size, torch.Generator().manual_seed(0))
     with FlopCounterMode(display=False) as fc:
         task.loss(model(batch.x), batch).backward()
@@ -133,6 +137,9 @@ def estimate_memory(cfg: RunConfig) -> tuple[float, dict[str, float]]:
         with torch.device("meta"):
             model = cfg.model_config().build(spec)
         model.prune_to_readout()
+        # the attention written out, (B, H, L, L) scores and all: on the meta device no fused
+        # kernel runs, and this bounds what the fused one keeps from above
+        use_attention(model, "explicit")
         params = float(sum(p.numel() for p in model.parameters())) * 4 * 4  # value, gradient, two AdamW moments
         if L <= MEMORY_PROBE_LENGTH:
             act = step_bytes(model, L)

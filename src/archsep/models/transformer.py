@@ -13,6 +13,8 @@ from torch import nn
 
 from ..errors import ArchsepError, check
 from ..tasks.base import TaskSpec
+from .attention import attend
+from .attention import weights as attention_weights
 from .base import ModelConfig, SeqModel, input_layer
 from .registry import MODELS
 
@@ -34,6 +36,7 @@ class SelfAttention(nn.Module):
     def __init__(self, width: int, heads: int, causal: bool):
         super().__init__()
         self.heads, self.causal = heads, causal
+        self.attention_impl = "fused"  # or "explicit": same math (see models.attention)
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
 
@@ -42,26 +45,17 @@ class SelfAttention(nn.Module):
         q, k, v = self.qkv(h).view(B, L, 3, self.heads, W // self.heads).permute(2, 0, 3, 1, 4)
         return q, k, v  # each (B, H, L, W/H)
 
-    def _weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-        if self.causal:
-            L = q.shape[-2]
-            future = torch.ones(L, L, dtype=torch.bool, device=q.device).triu(1)
-            scores = scores.masked_fill(future, float("-inf"))
-        return scores.softmax(-1)
-
     def weights(self, h: torch.Tensor) -> torch.Tensor:
-        """(B, H, L, L) softmax attention weights."""
+        """(B, H, L, L) softmax attention weights (always the explicit form: it has them)."""
         q, k, _ = self._qkv(h)
-        return self._weights(q, k)
+        return attention_weights(q, k, causal=self.causal)
 
     def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
-        # explicit softmax(QK^T/sqrt(d)) V rather than the fused SDPA kernel: it vmaps natively
-        # (the engine stacks models with vmap) and is exactly what `weights` reports
+        # fused SDPA by default; the explicit form under vmap (stacked training), see `attend`
         if last_only:
             return self._last(h)
         q, k, v = self._qkv(h)
-        return self.proj((self._weights(q, k) @ v).transpose(1, 2).flatten(2))
+        return self.proj(attend(q, k, v, causal=self.causal, impl=self.attention_impl).transpose(1, 2).flatten(2))
 
     def _last(self, h: torch.Tensor) -> torch.Tensor:
         """The output at the last position only: its query against every key (B, 1, W)."""
@@ -71,8 +65,9 @@ class SelfAttention(nn.Module):
         bq, bkv = self.qkv.bias.split([W, 2 * W])
         q = nn.functional.linear(h[:, -1:], wq, bq).view(B, 1, self.heads, dh).transpose(1, 2)  # (B, H, 1, dh)
         k, v = nn.functional.linear(h, wkv, bkv).view(B, L, 2, self.heads, dh).permute(2, 0, 3, 1, 4)
-        att = (q @ k.transpose(-1, -2) / math.sqrt(dh)).softmax(-1)  # the last position sees all: no mask
-        return self.proj((att @ v).transpose(1, 2).flatten(2))
+        # the last position sees every key: no mask (a causal flag would align the one query
+        # with the first key and hide the rest)
+        return self.proj(attend(q, k, v, causal=False, impl=self.attention_impl).transpose(1, 2).flatten(2))
 
 
 class Block(nn.Module):

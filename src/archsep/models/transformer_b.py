@@ -19,6 +19,7 @@ from torch import nn
 
 from ..errors import check
 from ..tasks.base import TaskSpec
+from .attention import attend, under_vmap
 from .base import ModelConfig, SeqModel, input_layer
 from .registry import MODELS
 
@@ -32,6 +33,7 @@ class TransformerB(SeqModel):
         D = cfg.embed or spec.input_dim
         self.heads, self.qk, self.form = heads, qk, cfg.form
         self.dk = cfg.head_dim or D
+        self.attention_impl = "fused"  # or "explicit": same math (see models.attention)
         if cfg.form == "authors":
             check(D % heads == 0, "heads", f"must divide the input width {D} in form 'authors', got {heads}")
             self.in_proj = nn.Linear(D, 3 * D)  # W_Q, W_K, W_V stacked, as nn.MultiheadAttention holds them
@@ -76,15 +78,26 @@ class TransformerB(SeqModel):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         z = self.embed(x)  # (B, L, D)
+        fused = self.attention_impl == "fused" and not under_vmap(z)  # explicit under vmap: see models.attention
         if self.form == "authors":
             B, L, D = z.shape
             q, k, v = self.in_proj(z).view(B, L, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)  # (B, H, L, D/H)
-            a = torch.softmax(q @ k.transpose(-1, -2) / (D // self.heads) ** 0.5, dim=-1)  # (B, H, L, L)
-            return self.mlp(self.out_proj((a @ v).transpose(1, 2).flatten(2)))
-        a = self.attention(z)  # (B, H, L, L)
+            if fused:  # SDPA's default scale is 1/sqrt(D/H), as here
+                o = attend(q, k, v, causal=False)
+            else:
+                a = torch.softmax(q @ k.transpose(-1, -2) / (D // self.heads) ** 0.5, dim=-1)  # (B, H, L, L)
+                o = a @ v
+            return self.mlp(self.out_proj(o.transpose(1, 2).flatten(2)))
         v = torch.einsum("bjd,hde->bhje", z, self.wv)  # (B, H, L, D)
-        heads = (a @ v).permute(0, 2, 1, 3).flatten(2)  # (B, L, H*D)
-        return self.mlp(heads)
+        if fused:  # unscaled scores: scale 1
+            if self.qk == "separate":
+                q, k = torch.einsum("bid,hde->bhie", z, self.wq), torch.einsum("bjd,hde->bhje", z, self.wk)
+            else:  # score_ij = (z_i W_QK) . z_j: every head's keys are the inputs themselves
+                q, k = torch.einsum("bid,hde->bhie", z, self.wqk), z.unsqueeze(1).expand(-1, self.heads, -1, -1)
+            o = attend(q, k, v, causal=False, scale=1.0)
+        else:
+            o = self.attention(z) @ v  # (B, H, L, D)
+        return self.mlp(o.permute(0, 2, 1, 3).flatten(2))  # (B, L, H*D) into the MLP
 
 
 @MODELS.register("tf")
