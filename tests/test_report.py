@@ -140,3 +140,14 @@ def test_the_report_renders_its_figures_in_headless_chromium(store_dir, tmp_path
         shutil.copy(shot, SCREENSHOT)
     except OSError:
         pass
+
+
+def test_a_figure_title_is_cut_per_line_and_never_inside_a_number():
+    from archsep.reporting.plots import plain
+
+    title = ("simple-1STR, linear link, d=10: samples to test MSE < 0.02 (paper B, Fig. 1b)\n"
+             "runs: budget 1500000, threshold 0.02, eval size 5000, seeds 0, 1, 2, 3, 4")
+    assert plain(title) == title  # each line fits: nothing cut (the whole once was, to 'budget 150000...')
+    cut = plain("budget 1500000 " * 20, limit=40)
+    assert cut.endswith("...") and all(w in ("budget", "1500000") for w in cut[:-3].split())
+    assert plain("a\n" * 1000).count("\n") == 3 and plain("x$y") == r"x\$y"

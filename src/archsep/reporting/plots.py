@@ -15,10 +15,15 @@ MARKERS = "osD^vP*X"
 def plain(text: object, limit: int = 100) -> str:
     """`text` drawn as written: a '$' in a label or a name read from a store would otherwise
     start matplotlib's mathtext (and an unbalanced one fails the whole figure); cut at `limit`
-    characters (a megabyte-long stored label would make an image too large to draw)."""
-    s = str(text)
-    s = s if len(s) <= limit else s[:limit - 3] + "..."
-    return s.replace("$", r"\$")
+    characters a line (a megabyte-long stored label would make an image too large to draw), at
+    a space where there is one, so that no number is cut into a smaller one."""
+    lines = []
+    for line in str(text).split("\n")[:4]:
+        if len(line) > limit:
+            cut = line[:limit - 3]
+            line = (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "..."
+        lines.append(line)
+    return "\n".join(lines).replace("$", r"\$")
 
 
 def save(fig, stem: Path) -> list[Path]:
