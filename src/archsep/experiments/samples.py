@@ -60,7 +60,10 @@ def _largest(v):
     return max(v) if isinstance(v, list) and v else v
 
 
-FLAT_ALPHA = 0.5  # "flat": an exponent this small is not ruled out
+# "flat": the exponent's 95% interval lies below this (at most linear growth). A bound from above
+# can fail; "the interval reaches down to 0.5" could not, over a narrow range of N (Figure 1b's
+# N = 25..33 gives intervals about +-0.9 wide at 5 seeds, so almost any result reached 0.5)
+FLAT_ALPHA = 1.0
 
 
 def describe_runs(results: list[RunResult]) -> dict:
@@ -102,7 +105,7 @@ class SampleComplexityExperiment(Experiment):
     # protocol are within `factor` of the published means at these lengths
     matches_published: tuple | None = None
     axis: str = "N"  # the task parameter the figure varies (its values are Scale.Ns)
-    flat: tuple[str, ...] = ()  # labels whose exponent's CI should reach down to FLAT_ALPHA (no growth)
+    flat: tuple[str, ...] = ()  # labels whose exponent's CI should lie below FLAT_ALPHA (no more than linear)
     growing: tuple[str, ...] = ()  # labels whose exponent's CI should lie above 0
 
     def model_params(self, arch: Arch, x: int) -> dict:
@@ -186,8 +189,9 @@ class SampleComplexityExperiment(Experiment):
                 lo, hi = f["ci"]
                 if flat:
                     out.append(Claim("exponent", f"{lab}'s samples stay flat in N: alpha = {f['alpha']:.2f}, 95% CI "
-                                                 f"[{lo:.2f}, {hi:.2f}] reaches down to {FLAT_ALPHA} or below",
-                                     bool(lo <= FLAT_ALPHA), {"alpha": f["alpha"], "ci": [lo, hi]}))
+                                                 f"[{lo:.2f}, {hi:.2f}] lies below {FLAT_ALPHA:g} (it would fail for "
+                                                 f"an exponent of {FLAT_ALPHA:g} or more within the interval)",
+                                     bool(hi < FLAT_ALPHA), {"alpha": f["alpha"], "ci": [lo, hi], "bound": FLAT_ALPHA}))
                 else:
                     out.append(Claim("exponent", f"{lab}'s samples grow with N: alpha = {f['alpha']:.2f}, 95% CI "
                                                  f"[{lo:.2f}, {hi:.2f}] lies above 0",
