@@ -71,7 +71,7 @@ class Experiment(abc.ABC):
 
     def text(self, summary: Summary) -> str:
         return "\n".join([f"{summary.experiment} ({summary.scale}): {len(summary.results)} runs"
-                          + (f" in {summary.wall_s:.0f}s" if summary.wall_s else "")] + claim_lines(summary.claims))
+                          + (f" ({summary.wall_s:.0f} s this call)" if summary.wall_s else "")] + claim_lines(summary.claims))
 
     def table(self, summary: Summary) -> list[dict]:
         """runs.csv: one row per run (an experiment may give one per cell instead)."""

@@ -226,7 +226,8 @@ class SampleComplexityExperiment(Experiment):
     def text(self, summary: Summary) -> str:
         d = summary.to_dict()
         lines = [f"{summary.experiment} ({summary.scale}): "
-                 f"{sum(p.get('n_runs', 0) for p in d['points'])} runs in {summary.wall_s or 0:.0f}s; "
+                 f"{sum(p.get('n_runs', 0) for p in d['points'])} runs ({summary.wall_s or 0:.0f} s this call, runs "
+                 f"the store already had included); "
                  f"{settings_text(d, SETTING_NAMES)}"]
         lines.append(f"  {'arch':<6}{'N':>4}{'mean':>10}{'median':>10}  {'mean 95% CI':<20}{'censored':>9}  published")
         for p in sorted(d["points"], key=lambda p: (p["arch"], p["N"])):
