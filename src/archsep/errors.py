@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import unicodedata
 from typing import Iterable
 
 
@@ -26,3 +27,20 @@ def check(cond: bool, field: str, message: str) -> None:
     """Raise an ArchsepError naming `field` unless `cond`."""
     if not cond:
         raise ArchsepError(f"{field}: {message}")
+
+
+_CONTROL = ("Cc", "Cf", "Zl", "Zp")
+
+
+def has_control(text: str) -> bool:
+    """Control or format characters: ESC, OSC, BEL, newline, NUL, DEL, C1, bidi overrides, ..."""
+    return any(unicodedata.category(ch) in _CONTROL for ch in text)
+
+
+def printable(text: object) -> str:
+    """`text` safe for a terminal, on one line: control and format characters are shown
+    escaped (\\x1b, \\n, \\u202e), never sent raw."""
+    s = str(text)
+    if not has_control(s):
+        return s
+    return "".join(repr(ch)[1:-1] if unicodedata.category(ch) in _CONTROL else ch for ch in s)

@@ -10,7 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import ArchsepError
+from ..errors import ArchsepError, printable
+from ..fileio import atomic_write, check_output, default_dir
 
 
 def add_parsers(sub, positive_int) -> None:
@@ -56,7 +57,8 @@ def print_costs(name: str, configs, out, workers: int | None) -> None:
     if (Path(out) / DB_NAME).exists():
         with open_store(out, create=False) as store:
             finished = store.finished_ids() & {c.run_id for c in configs}
-    print(report(name, estimate(configs, workers or os.cpu_count() or 1, finished)))
+    text = report(name, estimate(configs, workers or os.cpu_count() or 1, finished))
+    print("\n".join(printable(line) for line in text.splitlines()))
 
 
 def check_executor(a: argparse.Namespace) -> None:
@@ -84,11 +86,12 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     if a.print_toml:
         sys.stdout.write(s.source)
         return 0
-    out = Path(a.out) if a.out else Path("results") / s.name
+    out = Path(a.out) if a.out else default_dir(s.name, "set" if s.preset else f"{s.origin}: name")
     if a.dry_run:
-        print(f"{s.name}: {len(s.configs)} run(s), sweep id {s.sweep_id}")
+        print(f"{printable(s.name)}: {len(s.configs)} run(s), sweep id {s.sweep_id}")
         for c in s.configs:
-            print(f"  {c.run_id}  {c.label or c.arch:<6} {json.dumps(c.task_params, sort_keys=True)} seed={c.seed}")
+            print(f"  {c.run_id}  {printable(c.label or c.arch):<6} {json.dumps(c.task_params, sort_keys=True)} "
+                  f"seed={c.seed}")
         print_costs(s.name, s.configs, out, a.workers)
         return 0
     results = run_configs(s.configs, out, a.workers, progress=not a.no_progress, desc=s.name,
@@ -127,16 +130,18 @@ def cmd_status(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps(st, indent=2))
         return 0
-    print(f"{st['path']}: {st['finished']} finished, {st['pending']} pending; "
-          + ", ".join(f"{k} {v}" for k, v in st["by_status"].items()))
+    # every stored text is shown escaped: a store written elsewhere may hold ESC/OSC sequences
+    P = printable
+    print(f"{P(st['path'])}: {st['finished']} finished, {st['pending']} pending; "
+          + ", ".join(f"{P(k)} {v}" for k, v in st["by_status"].items()))
     for s in st["sweeps"]:
-        print(f"  sweep {s['name']} ({s['sweep_id']}): {s['done']}/{s['total']} done, "
+        print(f"  sweep {P(s['name'])} ({P(s['sweep_id'])}): {s['done']}/{s['total']} done, "
               f"{s['pending']} pending, {s['failed']} failed")
     for f in st["failed"][:20]:
         cfg = json.loads(f["config"])
         msg = (f["error"] or "").strip().splitlines()[0] if f["error"] else "metric above the divergence limit"
-        print(f"  {f['status']:<9} {f['run_id']} {cfg.get('label') or cfg.get('arch')} "
-              f"{json.dumps(cfg.get('task_params'), sort_keys=True)} seed={cfg.get('seed')}: {msg}")
+        print(f"  {P(f['status']):<9} {P(f['run_id'])} {P(cfg.get('label') or cfg.get('arch'))} "
+              f"{P(json.dumps(cfg.get('task_params'), sort_keys=True))} seed={P(cfg.get('seed'))}: {P(msg)}")
     if len(st["failed"]) > 20:
         print(f"  ... and {len(st['failed']) - 20} more failed run(s) (--json lists all)")
     return 0
@@ -157,30 +162,30 @@ def cmd_export(a: argparse.Namespace) -> int:
         rows = export_rows(store)
     columns = list(dict.fromkeys(k for r in rows for k in r))
     dest = Path(a.output) if a.output else Path(a.dir) / f"runs.{fmt}"
-    if dest.is_dir():
-        raise ArchsepError(f"-o: '{dest}' is a directory; give a file name, e.g. {dest / ('runs.' + fmt)}")
-    if not dest.parent.is_dir():
-        raise ArchsepError(f"-o: directory '{dest.parent}' does not exist")
-    tmp = dest.with_name(dest.name + ".tmp")
-    try:
-        if fmt == "csv":
-            with tmp.open("w", newline="") as f:
-                w = csv.DictWriter(f, columns)
-                w.writeheader()
-                w.writerows(rows)
-        else:
-            _write_parquet(rows, columns, tmp)
-        tmp.replace(dest)
-    except OSError as e:
-        raise ArchsepError(f"-o: cannot write '{dest}': {e.strerror or e}") from None
+    check_output(dest, "-o", allow=("runs.csv", "runs.parquet"), example=f"runs.{fmt}")
+    if fmt == "csv":
+        def write(f) -> None:
+            w = csv.DictWriter(f, columns)
+            w.writeheader()
+            w.writerows(rows)
+
+        atomic_write(dest, write, "-o", allow=("runs.csv", "runs.parquet"), newline="", example="runs.csv")
+    else:
+        table = _parquet_table(rows, columns)  # before the file is made: a missing pyarrow leaves nothing
+
+        def write_pq(f) -> None:
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, f)
+
+        atomic_write(dest, write_pq, "-o", allow=("runs.csv", "runs.parquet"), binary=True, example="runs.parquet")
     print(f"{len(rows)} run(s), {len(columns)} column(s) -> {dest}")
     return 0
 
 
-def _write_parquet(rows: list[dict], columns: list[str], dest: Path) -> None:
+def _parquet_table(rows: list[dict], columns: list[str]):
     try:
         import pyarrow as pa
-        import pyarrow.parquet as pq
     except ImportError:
         raise ArchsepError("--format parquet: needs pyarrow; pip install 'archsep[parquet]'") from None
     arrays = []
@@ -190,15 +195,14 @@ def _write_parquet(rows: list[dict], columns: list[str], dest: Path) -> None:
             arrays.append(pa.array(vals))
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types in one column: keep them as text
             arrays.append(pa.array([None if v is None else str(v) for v in vals]))
-    pq.write_table(pa.Table.from_arrays(arrays, names=columns), dest)
+    return pa.Table.from_arrays(arrays, names=columns)
 
 
 def cmd_report(a: argparse.Namespace) -> int:
     from ..reporting.report import write_report
 
     dest = Path(a.output) if a.output else Path(a.dir) / "report.html"
-    if not dest.parent.is_dir():
-        raise ArchsepError(f"-o: directory '{dest.parent}' does not exist")
+    check_output(dest, "-o", allow=("report.html",), example="report.html")  # before the report is built
     p = write_report(a.dir, dest)
     print(f"report -> {p}")
     return 0

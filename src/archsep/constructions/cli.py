@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
+
+from ..fileio import default_dir
 
 
 def add_parser(sub, positive_int) -> None:
@@ -27,7 +28,7 @@ def cmd_construct(a: argparse.Namespace) -> int:
     if a.threads:
         torch.set_num_threads(a.threads)
     t0 = time.perf_counter()
-    rows, paths = run_construction(a.name, a.N, a.out or Path("results") / f"construct-{a.name}", a.seed)
+    rows, paths = run_construction(a.name, a.N, a.out or default_dir(f"construct-{a.name}", "name"), a.seed)
     print(format_table(rows))
     print(f"{a.name}: {len(rows)} rows in {time.perf_counter() - t0:.0f}s; wrote {', '.join(str(p) for p in paths)}")
     return 0

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import ArchsepError
+from ..fileio import OWNED, atomic_write, check_output, default_dir
 from ..results import Summary
 from ..runs.runner import run_configs
 from ..runs.store import DB_NAME
@@ -26,7 +27,8 @@ def default_out(name: str, scale: str, overrides: dict | None = None) -> Path:
     """results/<preset>[-<scale>][-<field>=<value>...]"""
     from ..runs.sweep import override_suffix
 
-    return Path("results") / ((name if scale == "full" else f"{name}-{scale}") + override_suffix(overrides))
+    # a --set value becomes part of the name: it must stay one directory under results/
+    return default_dir((name if scale == "full" else f"{name}-{scale}") + override_suffix(overrides), "set")
 
 
 OUTPUTS = ("runs.csv", "summary.json", "summary.txt")
@@ -39,6 +41,8 @@ def check_out(out_dir: Path) -> None:
         if (out_dir / f).exists():
             raise ArchsepError(f"out: '{out_dir}' holds {f} from an older archsep, which this version does not "
                                "read; rerun into a new output directory (the old files are left untouched)")
+    for f in OUTPUTS:  # a directory, link, FIFO or device in the way: refused before any run, not after
+        check_output(out_dir / f, "out", allow=OWNED)
     if any(out_dir.iterdir()) and not (out_dir / DB_NAME).exists():
         mine = [f for f in OUTPUTS if (out_dir / f).exists()]
         raise ArchsepError(f"out: '{out_dir}' is not empty and holds no archsep store"
@@ -73,5 +77,5 @@ def reproduce(name: str, scale: str = "full", out: str | Path | None = None, wor
     d = summary.to_dict()
     d["figures"] = [p.name for p in exp.figures(summary, out_dir)]
     write_json(out_dir / "summary.json", d)
-    (out_dir / "summary.txt").write_text(exp.text(summary) + "\n")
+    atomic_write(out_dir / "summary.txt", exp.text(summary) + "\n", "out", allow=OWNED)
     return summary

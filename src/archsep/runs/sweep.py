@@ -44,6 +44,7 @@ from typing import Any
 
 from ..config import RunConfig, TrainConfig
 from ..errors import ArchsepError, closest
+from ..fileio import has_control
 from ..registry import _coerce
 
 TOP_KEYS = ("name", "description", "imports", "seeds", "base", "arms", "grid", "analysis")
@@ -120,6 +121,7 @@ def override(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
     """`cfg` with dotted fields set ("train.weight_decay", "model_params.hidden", "seed", ...)."""
     d = cfg.to_dict()
     for key, value in overrides.items():
+        _check_set_value(cfg, key, value)
         head, _, sub = key.partition(".")
         if head in PARAM_TABLES and sub:
             d[head] = {**d[head], sub: value}
@@ -132,6 +134,46 @@ def override(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
         return RunConfig.from_dict(d)
     except ArchsepError as e:
         raise ArchsepError(f"set: {e}") from None
+
+
+def check_label(label: Any, loc: str) -> None:
+    """A label is printable text: no control characters (ESC, BEL, newline, NUL: it is printed to
+    terminals) and no '$' (matplotlib would read $...$ in a legend as math)."""
+    if not isinstance(label, str):
+        return  # the type check names it
+    if has_control(label):
+        raise ArchsepError(f"{loc}: expected printable text without control characters, got {label!r}")
+    if "$" in label:
+        raise ArchsepError(f"{loc}: '$' is not allowed in a label (figures would read $...$ as math), got {label!r}")
+
+
+def _int_typed(tp: Any) -> bool:
+    """An integer field (int, or int | None), where a float is a mistake, not a value."""
+    args = typing.get_args(tp) if typing.get_origin(tp) is not None else (tp,)
+    return int in args and float not in args
+
+
+def _check_set_value(cfg: RunConfig, key: str, value: Any) -> None:
+    """--set values are checked as they enter: labels printable, seeds >= 0, integer fields
+    given integers (1e3 is a float in TOML: `--set train.budget=1e3` would silently become 1000)."""
+    from ..models import MODELS
+    from ..tasks import TASKS
+
+    head, _, sub = key.partition(".")
+    if head == "label" and not sub:
+        check_label(value, "set: label")
+    tp: Any = None
+    if head == "seed" and not sub:
+        tp = int
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            raise ArchsepError(f"set: seed: must be >= 0, got {value}")
+    elif head in PARAM_TABLES and sub:
+        cls = {"train": lambda: TrainConfig, "task_params": lambda: TASKS.get(cfg.task),
+               "model_params": lambda: MODELS.get(cfg.arch)}[head]()
+        tp = _fields_of(cls).get(sub)
+    if tp is not None and _int_typed(tp) and isinstance(value, float):
+        raise ArchsepError(f"set: {key}: expected an integer, got {value!r}"
+                           + (f" (write {int(value)})" if value.is_integer() else ""))
 
 
 def arch_label(cfg: RunConfig) -> str:
@@ -184,8 +226,9 @@ def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", devic
     for spec in imports:  # before any name is checked: the plugins register tasks and archs
         plugins.load(spec, base=here, field=f"{where}: imports")
     name = doc.get("name", default_name)
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.+-]{1,100}", name):
-        raise ArchsepError(f"{where}: name: expected a short name of letters, digits, '_.+-', got {name!r}")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,99}", name):
+        raise ArchsepError(f"{where}: name: expected a short name of letters, digits, '_.+-', not starting "
+                           f"with '.' (it names the directory results/NAME), got {name!r}")
     base = _flat_run(doc.get("base", {}), "base", where)
     arms_doc = doc.get("arms", [{}])
     if not isinstance(arms_doc, list) or not all(isinstance(a, dict) for a in arms_doc):
@@ -339,6 +382,10 @@ def _analysis(a: Any, where: str) -> dict:
     if not isinstance(seps, list) or not all(isinstance(s, list) and len(s) == 2 and all(isinstance(t, str) for t in s)
                                              for s in seps):
         raise ArchsepError(f"{where}: analysis.separations: expected pairs of labels like [[\"TF\", \"FFN\"]], got {seps!r}")
+    for i, (better, worse) in enumerate(seps):
+        if better == worse:
+            raise ArchsepError(f"{where}: analysis.separations[{i}]: a separation compares two different labels, "
+                               f"got {better!r} twice")
     return {"x": x, "separations": seps}
 
 
@@ -410,6 +457,8 @@ def _check_value(key: str, value: Any, loc: str, tasks: list[str], archs: list[s
         raise ArchsepError(f"{where}: {loc}: {str(errors[0]).split(': ', 1)[-1]}") from None
     if sub == "seed" and head == "seed" and v < 0:
         raise ArchsepError(f"{where}: {loc}: seed must be >= 0, got {v}")
+    if sub == "label" and head == "label":
+        check_label(v, f"{where}: {loc}")
     return v
 
 
