@@ -173,7 +173,7 @@ def make_dirs(path: str | Path, field: str = "out") -> list[Path]:
     path = Path(path)
     missing: list[Path] = []
     p = path
-    while not p.is_dir():
+    while not p.exists():  # a file in the way stops here: mkdir under it fails, 'Not a directory'
         missing.append(p)
         if p.parent == p:
             break

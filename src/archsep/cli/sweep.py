@@ -158,11 +158,11 @@ def cmd_export(a: argparse.Namespace) -> int:
         from ..errors import unknown
 
         raise unknown("--format", a.format, ["csv", "parquet"])
+    dest = Path(a.output) if a.output else Path(a.dir) / f"runs.{fmt}"
+    check_output(dest, "-o", allow=("runs.csv", "runs.parquet"), example=f"runs.{fmt}")  # before any work
     with open_store(a.dir, create=False) as store:
         rows = export_rows(store)
     columns = list(dict.fromkeys(k for r in rows for k in r))
-    dest = Path(a.output) if a.output else Path(a.dir) / f"runs.{fmt}"
-    check_output(dest, "-o", allow=("runs.csv", "runs.parquet"), example=f"runs.{fmt}")
     if fmt == "csv":
         def write(f) -> None:
             w = csv.DictWriter(f, columns)
