@@ -150,6 +150,11 @@ def cmd_status(a: argparse.Namespace) -> int:
 from ..reporting.tables import export_rows  # noqa: E402  (kept importable from here)
 
 
+def _check_dir(d: str) -> None:
+    if not Path(d).is_dir():
+        raise ArchsepError(f"DIR: '{d}' is not a directory")
+
+
 def cmd_export(a: argparse.Namespace) -> int:
     from ..runs.store import open_store
 
@@ -158,6 +163,7 @@ def cmd_export(a: argparse.Namespace) -> int:
         from ..errors import unknown
 
         raise unknown("--format", a.format, ["csv", "parquet"])
+    _check_dir(a.dir)
     dest = Path(a.output) if a.output else Path(a.dir) / f"runs.{fmt}"
     check_output(dest, "-o", allow=("runs.csv", "runs.parquet"), example=f"runs.{fmt}")  # before any work
     with open_store(a.dir, create=False) as store:
@@ -201,6 +207,7 @@ def _parquet_table(rows: list[dict], columns: list[str]):
 def cmd_report(a: argparse.Namespace) -> int:
     from ..reporting.report import write_report
 
+    _check_dir(a.dir)
     dest = Path(a.output) if a.output else Path(a.dir) / "report.html"
     check_output(dest, "-o", allow=("report.html",), example="report.html")  # before the report is built
     p = write_report(a.dir, dest)

@@ -469,8 +469,12 @@ def write_report(out_dir: str | Path, dest: str | Path) -> Path:
     directory, a link or a device; written atomically, see archsep.fileio)."""
     from ..fileio import atomic_write, check_output
 
-    check_output(dest, "-o", allow=("report.html",), example="report.html")
     store = open_store(out_dir, create=False)
+    try:
+        check_output(dest, "-o", allow=("report.html",), example="report.html")  # before the report is built
+    except ArchsepError:
+        store.close()
+        raise
     try:
         text, _ = build(store)
     finally:

@@ -204,15 +204,43 @@ def parse_set(items: list[str]) -> dict[str, Any]:
             value = tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
             value = text
+        except RecursionError:
+            value = None
+        if value is None or _too_deep(value, MAX_DEPTH - 2):
+            raise ArchsepError(f"set: {key.strip()}: a value nested deeper than {MAX_DEPTH - 2} levels")
         out[key.strip()] = value
     return out
 
 
-def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", device: str | None = None) -> Sweep:
+MAX_DEPTH = 8  # tables and arrays inside one another: a sweep needs 5 ([grid] axis of lists in a table)
+
+
+def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Nesting deeper than `limit`, found without recursion (a 10^5-deep array is one line)."""
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            if d >= limit:
+                return True
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
+def _loads(text: str, what: str) -> dict:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ArchsepError(f"{origin}: not valid TOML: {e}") from None
+        raise ArchsepError(f"{what}: not valid TOML: {e}") from None
+    except RecursionError:
+        doc = None
+    if doc is None or _too_deep(doc):
+        raise ArchsepError(f"{what}: tables or arrays nested deeper than {MAX_DEPTH} levels; a sweep needs fewer")
+    return doc
+
+
+def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", device: str | None = None) -> Sweep:
+    doc = _loads(text, origin)
     where = origin
     for key in doc:
         if key not in TOP_KEYS:
