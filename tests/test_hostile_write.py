@@ -186,7 +186,8 @@ def world(tmp_path_factory):
     if ROOT:
         cases += [("export-devnull", ["export", S, "-o", "/dev/null"], root),
                   ("report-devnull", ["report", S, "-o", "/dev/null"], root)]
-    concurrent = [(f"concurrent-{i}", ["export", S, "-o", C / "same.csv"], root) for i in range(4)]
+    many = _store(root / "many", n=40, points=1500)  # a 1 MB CSV: four writers really overlap
+    concurrent = [(f"concurrent-{i}", ["export", many, "-o", C / "same.csv"], root) for i in range(4)]
     try:
         res = run_groups(root, [[c] for c in cases] + [concurrent])
         full_disk = sorted(p.name for p in mnt.iterdir()) if mounted else None
@@ -258,7 +259,7 @@ def test_concurrent_exports_to_one_file_all_succeed(world):
     C = root / "C"
     assert [p.name for p in C.iterdir()] == ["same.csv"]  # no temporary file left
     lines = (C / "same.csv").read_text().splitlines()
-    assert lines[0].startswith("run_id,") and len(lines) == 4
+    assert lines[0].startswith("run_id,") and len(lines) == 41
 
 
 def test_a_too_long_out_leaves_no_parent_directories(world):
