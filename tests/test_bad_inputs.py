@@ -132,6 +132,9 @@ CLI_CASES = [
     ("set-label-leaves-results", None, ["sweep", "qstr-fig1b", "--quick", "--set", "label=../../../../../esc"],
      "would name the output directory"),
     ("construct-N-beyond-memory", None, ["construct", "qstr", "--N", str(10**29)], "N: construction 'qstr' at N="),
+    ("export-empty-output", None, ["export", "D/store", "-o", ""], "-o: empty path"),
+    ("report-empty-output", None, ["report", "D/store", "-o", ""], "-o: empty path"),
+    ("sweep-empty-out", GOOD, ["sweep", "FILE", "--out", ""], "--out: empty path"),
 ]
 
 CASES = TOML_CASES + CLI_CASES

@@ -222,6 +222,19 @@ def check_component(name: str, field: str) -> str:
     return name
 
 
+def path_arg(field: str):
+    """An argparse type for a path flag: an empty one (an unset shell variable) is an error, not
+    the default location."""
+    import argparse
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{field}: empty path (an unset shell variable?); give a path or "
+                                             "leave the flag out")
+        return text
+    return parse
+
+
 def default_dir(name: str, field: str, root: str = "results") -> Path:
     """results/<name>, for a name checked by `check_component`: it never leaves results/."""
     return Path(root) / check_component(name, field)

@@ -6,6 +6,7 @@ import sqlite3
 import sys
 
 from ..errors import ArchsepError, printable
+from ..fileio import path_arg
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("reproduce", help="run a figure preset end to end")
     r.add_argument("preset", help=f"one of: {', '.join(PRESETS.names())}")
     add_scale_args(r)
-    r.add_argument("--out", help="output directory (default results/<preset>[-<scale>])")
+    r.add_argument("--out", type=path_arg("--out"), help="output directory (default results/<preset>[-<scale>])")
     r.add_argument("--workers", type=_positive_int("--workers"), help="worker processes (default: CPU cores)")
     r.add_argument("--device", default="auto", help="auto | cpu | cuda")
     r.add_argument("--executor", default="local", help="local (default: a process pool) | ray")

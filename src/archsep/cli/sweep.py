@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 from ..errors import ArchsepError, printable
-from ..fileio import atomic_write, check_output, default_dir
+from ..fileio import atomic_write, check_output, default_dir, path_arg
 
 
 def add_parsers(sub, positive_int) -> None:
     s = sub.add_parser("sweep", help="run a sweep file (TOML) or a preset as a sweep, into a results store")
     s.add_argument("spec", metavar="FILE", help="a sweep file (.toml) or a preset name (see `archsep list`)")
-    s.add_argument("--out", help="output directory holding the store archsep.db (default results/<sweep name>)")
+    s.add_argument("--out", type=path_arg("--out"), help="output directory holding the store archsep.db (default results/<sweep name>)")
     s.add_argument("--executor", default="local", help="local (default: a process pool) | ray")
     s.add_argument("--address", help="Ray cluster address HOST:PORT (default: start a local cluster)")
     s.add_argument("--workers", type=positive_int("--workers"),
@@ -39,11 +39,11 @@ def add_parsers(sub, positive_int) -> None:
     e = sub.add_parser("export", help="write the store's runs as one flat table (pandas reads it directly)")
     e.add_argument("dir", metavar="DIR")
     e.add_argument("--format", default="csv", help="csv | parquet")
-    e.add_argument("-o", "--output", help="output file (default DIR/runs.<format>)")
+    e.add_argument("-o", "--output", type=path_arg("-o"), help="output file (default DIR/runs.<format>)")
 
     r = sub.add_parser("report", help="a self-contained HTML report of a results store")
     r.add_argument("dir", metavar="DIR")
-    r.add_argument("-o", "--output", help="output file (default DIR/report.html)")
+    r.add_argument("-o", "--output", type=path_arg("-o"), help="output file (default DIR/report.html)")
 
 
 def print_costs(name: str, configs, out, workers: int | None) -> None:
