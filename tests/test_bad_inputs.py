@@ -80,6 +80,20 @@ TOML_CASES = [
     ("bad-separations", GOOD + '[analysis]\nseparations = ["TF"]\n', ["sweep", "FILE"], "analysis.separations"),
     ("unknown-analysis-key", GOOD + '[analysis]\nxx = "task_params.N"\n', ["sweep", "FILE"],
      "analysis.xx: unknown key (did you mean 'x'?)"),
+    # issue 20: values are checked where they enter
+    ("label-mathtext-dollar", edit('arch = "ffn"', 'arch = "ffn"\nlabel = "TF $x_$"'), ["sweep", "FILE"],
+     "base.label: '$' is not allowed in a label"),
+    ("label-escape-sequence", edit('arch = "ffn"', 'arch = "ffn"\nlabel = "TF\\u001b]0;pwned\\u0007"'),
+     ["sweep", "FILE"], "base.label: expected printable text without control characters"),
+    ("label-newline", GOOD.replace("[grid]", '[[arms]]\nlabel = "A\\nB"\n[grid]'), ["sweep", "FILE"],
+     "arms[0].label: expected printable text"),
+    ("label-nul", GOOD.replace("[grid]", '[[arms]]\nlabel = "A\\u0000B"\n[grid]'), ["sweep", "FILE"],
+     "arms[0].label: expected printable text"),
+    ("separation-of-one-label", GOOD + '[analysis]\nseparations = [["ffn", "ffn"]]\n', ["sweep", "FILE"],
+     "analysis.separations[0]: a separation compares two different labels"),
+    ("name-dotdot", edit('name = "bad"', 'name = ".."'), ["sweep", "FILE"], "name: expected a short name"),
+    ("nested-1e5-deep", 'name = "deep"\nseeds = ' + "[" * 100_000 + "]" * 100_000 + "\n", ["sweep", "FILE"],
+     "nested deeper than"),
 ]
 
 CLI_CASES = [
@@ -106,6 +120,21 @@ CLI_CASES = [
     ("report-empty-store", None, ["report", "D/store"], "holds no finished runs"),
     ("report-foreign-store", None, ["report", "D/foreign"], "archsep did not create"),
     ("reproduce-unknown-preset", None, ["reproduce", "qstr-fig9"], "preset: unknown value 'qstr-fig9'"),
+    ("only-empty", None, ["reproduce", "qstr-fig1b", "--quick", "--only", ""], "--only: expected one or more"),
+    ("set-float-for-integer", None, ["sweep", "qstr-fig1b", "--quick", "--set", "train.budget=1e3", "--dry-run"],
+     "--set: train.budget: expected an integer, got 1000.0"),
+    ("set-negative-seed", None, ["sweep", "qstr-fig1b", "--quick", "--set", "seed=-5", "--dry-run"],
+     "--set: seed: expected a non-negative integer"),
+    ("set-label-escape-sequence", None, ["sweep", "qstr-fig1b", "--quick", "--set", "label=A\x1b]0;x\x07", "--dry-run"],
+     "--set: label: the labels name"),  # labels name a preset's arms: --set label is refused outright
+    ("set-label-dollar", None, ["sweep", "qstr-fig1b", "--quick", "--set", "label=TF $x_$", "--dry-run"],
+     "--set: label: the labels name"),
+    ("set-label-leaves-results", None, ["sweep", "qstr-fig1b", "--quick", "--set", "label=../../../../../esc"],
+     "--set: label: the labels name"),
+    ("construct-N-beyond-memory", None, ["construct", "qstr", "--N", str(10**29)], "N: construction 'qstr' at N="),
+    ("export-empty-output", None, ["export", "D/store", "-o", ""], "-o: empty path"),
+    ("report-empty-output", None, ["report", "D/store", "-o", ""], "-o: empty path"),
+    ("sweep-empty-out", GOOD, ["sweep", "FILE", "--out", ""], "--out: empty path"),
 ]
 
 CASES = TOML_CASES + CLI_CASES
@@ -193,6 +222,7 @@ def test_bad_input_is_one_line_naming_the_field_with_exit_code_2(outcomes, cid, 
     assert len(lines) == 1, err
     assert lines[0].startswith("archsep: error: ") and "Traceback" not in err
     assert expected in lines[0], lines[0]
+    assert "\x1b" not in err and "\x07" not in err and "\x00" not in err  # values are shown escaped
     assert out == ""
 
 
@@ -201,6 +231,7 @@ def test_bad_stores_were_left_untouched_and_nothing_was_half_created(outcomes):
     assert _digests(root) == before
     assert not (root / "q-greater-than-N" / "results").exists()  # validation happens before any output
     assert not (root / "unreachable-ray-address" / "results").exists()
+    assert sorted(p.name for p in (root / "set-label-leaves-results").iterdir()) == ["stderr", "stdout"]
 
 
 def test_a_fresh_cli_process_agrees(tmp_path):

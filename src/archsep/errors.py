@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import difflib
+import sys
+import unicodedata
 from typing import Iterable
 
 
@@ -39,3 +41,16 @@ def check(cond: bool, field: str, message: str) -> None:
     """Raise an ArchsepError naming `field` unless `cond`."""
     if not cond:
         raise ArchsepError(f"{field}: {message}")
+
+
+_CONTROL = ("Cc", "Cf", "Zl", "Zp")
+
+
+def has_control(text: str) -> bool:
+    """Control or format characters: ESC, OSC, BEL, newline, NUL, DEL, C1, bidi overrides, ..."""
+    return any(unicodedata.category(ch) in _CONTROL for ch in text)
+
+
+def printable(text: object) -> str:
+    """`text` safe for a terminal, on one line, whole: `shown` without a length limit."""
+    return shown(text, limit=sys.maxsize)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ArchsepError
+from .fileio import atomic_write
 
 ENTRY_POINT_GROUP = "archsep.plugins"
 MAX_SHIPPED_BYTES = 8 << 20  # source shipped with a plugin package: more is not a plugin
@@ -94,6 +95,8 @@ def _import(name: str, spec: str, field: str):
         return importlib.import_module(name)
     except ArchsepError as e:  # e.g. a plugin registering a different class under a taken name
         raise ArchsepError(f"{field}: plugin '{spec}': {e}") from None
+    except SystemExit as e:  # sys.exit() at import: an error naming the plugin, not archsep's exit
+        raise ArchsepError(f"{field}: plugin '{spec}' called sys.exit({e.code!r}) while being imported") from None
     except Exception as e:  # noqa: BLE001 - the user's code: any error is one line naming it
         raise ArchsepError(f"{field}: cannot import plugin '{spec}': {_one_line(e)}") from None
 
@@ -122,6 +125,9 @@ def load_entry_points() -> None:
             ep.load()
         except ArchsepError as e:
             raise ArchsepError(f"plugins: entry point '{ep.name}' ({ep.value}): {e}") from None
+        except SystemExit as e:
+            raise ArchsepError(f"plugins: entry point '{ep.name}' ({ep.value}) called sys.exit({e.code!r}) "
+                               "while being imported") from None
         except Exception as e:  # noqa: BLE001
             raise ArchsepError(f"plugins: entry point '{ep.name}' ({ep.value}) in group {ENTRY_POINT_GROUP} "
                                f"failed to import: {_one_line(e)}") from None
@@ -197,6 +203,21 @@ def payload() -> list[Plugin]:
     return [p for p in (_plugin(m) for m in _MODULES) if p is not None]
 
 
+def _own_private_dir(where: Path) -> None:
+    """Create `where` (mode 0700) or accept it only if it is a real directory of this user that
+    nobody else can write: code is imported from it."""
+    import stat
+
+    try:
+        where.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(where)
+    except OSError as e:
+        raise ArchsepError(f"imports: cannot create '{where}': {e.strerror or e}") from None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise ArchsepError(f"imports: '{where}' is not a private directory of this user (a link, or "
+                           "writable by others); remove it and rerun")
+
+
 def activate(plugins: list[Plugin] | None) -> None:
     """In a worker: import what the driver imported. Code whose files exist here at the same
     place is imported from there; otherwise from the source the driver sent."""
@@ -208,13 +229,12 @@ def activate(plugins: list[Plugin] | None) -> None:
         elif p.files:
             digest = hashlib.sha256(repr(p.files).encode()).hexdigest()[:16]
             where = Path(tempfile.gettempdir()) / f"archsep-plugins-{os.getuid()}-{digest}"
+            _own_private_dir(where)  # a predictable name in a shared /tmp: someone else's is refused
             for rel, text in p.files:
                 dest = where / rel
                 if not dest.exists():
                     dest.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = dest.with_suffix(f".{os.getpid()}.tmp")
-                    tmp.write_text(text)
-                    tmp.replace(dest)  # atomic: two workers may write the same file
+                    atomic_write(dest, text, "imports")  # two workers may write the same file
             _add_path(str(where))
         _import(p.module, p.module, "imports")
         note(p.module)

@@ -5,12 +5,13 @@ import argparse
 import sqlite3
 import sys
 
-from ..errors import ArchsepError
+from ..errors import ArchsepError, printable
+from ..fileio import path_arg
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, no usage dump
-        print(f"archsep: error: {message}", file=sys.stderr)
+        print(f"archsep: error: {printable(message)}", file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -23,6 +24,17 @@ def _positive_int(field: str):
         if v < 1:
             raise argparse.ArgumentTypeError(f"{field}: expected a positive integer, got '{text}'")
         return v
+    return parse
+
+
+def _labels(field: str):
+    """A comma-separated list of at least one label ('' is an unset shell variable, not 'all')."""
+    def parse(text: str) -> list[str]:
+        out = [x.strip() for x in text.split(",") if x.strip()]
+        if not out:
+            raise argparse.ArgumentTypeError(f"{field}: expected one or more architecture labels (e.g. TF,FFN), "
+                                             f"got {text!r}")
+        return out
     return parse
 
 
@@ -56,13 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("reproduce", help="run a figure preset end to end")
     r.add_argument("preset", help=f"one of: {', '.join(PRESETS.names())}")
     add_scale_args(r)
-    r.add_argument("--out", help="output directory (default results/<preset>[-<scale>])")
+    r.add_argument("--out", type=path_arg("--out"), help="output directory (default results/<preset>[-<scale>])")
     r.add_argument("--workers", type=_positive_int("--workers"), help="worker processes (default: CPU cores)")
     r.add_argument("--device", default="auto", help="auto | cpu | cuda")
     r.add_argument("--executor", default="local", help="local (default: a process pool) | ray")
     r.add_argument("--address", help="Ray cluster address HOST:PORT (default: start a local cluster)")
     r.add_argument("--retry-errors", action="store_true", help="run again the runs stored with status error")
-    r.add_argument("--only", type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
+    r.add_argument("--only", type=_labels("--only"),
                    help="only these architectures of the preset, by label (e.g. TF,FFN); the others can "
                         "be added later into the same --out")
     r.add_argument("--log", help="also record each finished run in mlflow | tensorboard (under --out)")
@@ -176,13 +188,13 @@ def main(argv: list[str] | None = None) -> int:
         for spec in imports:
             plugins.load(spec, field="import")
     except ArchsepError as e:
-        print(f"archsep: error: {as_flags(str(e))}", file=sys.stderr)
+        print(f"archsep: error: {printable(as_flags(str(e)))}", file=sys.stderr)
         return 2
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.cmd](args)
-    except ArchsepError as e:
-        print(f"archsep: error: {as_flags(str(e))}", file=sys.stderr)
+    except ArchsepError as e:  # one line, whatever text a value carried (ESC, newlines)
+        print(f"archsep: error: {printable(as_flags(str(e)))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("archsep: interrupted; finished runs are saved and will be reused", file=sys.stderr)

@@ -10,13 +10,14 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import ArchsepError
+from ..errors import ArchsepError, printable
+from ..fileio import atomic_write, check_output, default_dir, path_arg
 
 
 def add_parsers(sub, positive_int) -> None:
     s = sub.add_parser("sweep", help="run a sweep file (TOML) or a preset as a sweep, into a results store")
     s.add_argument("spec", metavar="FILE", help="a sweep file (.toml) or a preset name (see `archsep list`)")
-    s.add_argument("--out", help="output directory holding the store archsep.db (default results/<sweep name>)")
+    s.add_argument("--out", type=path_arg("--out"), help="output directory holding the store archsep.db (default results/<sweep name>)")
     s.add_argument("--executor", default="local", help="local (default: a process pool) | ray")
     s.add_argument("--address", help="Ray cluster address HOST:PORT (default: start a local cluster)")
     s.add_argument("--workers", type=positive_int("--workers"),
@@ -38,11 +39,11 @@ def add_parsers(sub, positive_int) -> None:
     e = sub.add_parser("export", help="write the store's runs as one flat table (pandas reads it directly)")
     e.add_argument("dir", metavar="DIR")
     e.add_argument("--format", default="csv", help="csv | parquet")
-    e.add_argument("-o", "--output", help="output file (default DIR/runs.<format>)")
+    e.add_argument("-o", "--output", type=path_arg("-o"), help="output file (default DIR/runs.<format>)")
 
     r = sub.add_parser("report", help="a self-contained HTML report of a results store")
     r.add_argument("dir", metavar="DIR")
-    r.add_argument("-o", "--output", help="output file (default DIR/report.html)")
+    r.add_argument("-o", "--output", type=path_arg("-o"), help="output file (default DIR/report.html)")
 
 
 def print_costs(name: str, configs, out, workers: int | None) -> None:
@@ -56,7 +57,8 @@ def print_costs(name: str, configs, out, workers: int | None) -> None:
     if (Path(out) / DB_NAME).exists():
         with open_store(out, create=False) as store:
             finished = store.finished_ids() & {c.run_id for c in configs}
-    print(report(name, estimate(configs, workers or os.cpu_count() or 1, finished)))
+    text = report(name, estimate(configs, workers or os.cpu_count() or 1, finished))
+    print("\n".join(printable(line) for line in text.splitlines()))
 
 
 def check_executor(a: argparse.Namespace) -> None:
@@ -84,11 +86,12 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     if a.print_toml:
         sys.stdout.write(s.source)
         return 0
-    out = Path(a.out) if a.out else Path("results") / s.name
+    out = Path(a.out) if a.out else default_dir(s.name, "set" if s.preset else f"{s.origin}: name")
     if a.dry_run:
-        print(f"{s.name}: {len(s.configs)} run(s), sweep id {s.sweep_id}")
+        print(f"{printable(s.name)}: {len(s.configs)} run(s), sweep id {s.sweep_id}")
         for c in s.configs:
-            print(f"  {c.run_id}  {c.label or c.arch:<6} {json.dumps(c.task_params, sort_keys=True)} seed={c.seed}")
+            print(f"  {c.run_id}  {printable(c.label or c.arch):<6} {json.dumps(c.task_params, sort_keys=True)} "
+                  f"seed={c.seed}")
         print_costs(s.name, s.configs, out, a.workers)
         return 0
     results = run_configs(s.configs, out, a.workers, progress=not a.no_progress, desc=s.name,
@@ -161,6 +164,11 @@ def cmd_status(a: argparse.Namespace) -> int:
 from ..reporting.tables import export_rows  # noqa: E402  (kept importable from here)
 
 
+def _check_dir(d: str) -> None:
+    if not Path(d).is_dir():
+        raise ArchsepError(f"DIR: '{d}' is not a directory")
+
+
 def cmd_export(a: argparse.Namespace) -> int:
     from ..runs.store import open_store
 
@@ -169,36 +177,37 @@ def cmd_export(a: argparse.Namespace) -> int:
         from ..errors import unknown
 
         raise unknown("--format", a.format, ["csv", "parquet"])
+    _check_dir(a.dir)
+    dest = Path(a.output) if a.output else Path(a.dir) / f"runs.{fmt}"
+    check_output(dest, "-o", allow=("runs.csv", "runs.parquet"), example=f"runs.{fmt}")  # before any work
     from ..registry import reading
 
     with reading(), open_store(a.dir, create=False) as store:
         rows = export_rows(store)
     columns = list(dict.fromkeys(k for r in rows for k in r))
-    dest = Path(a.output) if a.output else Path(a.dir) / f"runs.{fmt}"
-    if dest.is_dir():
-        raise ArchsepError(f"-o: '{dest}' is a directory; give a file name, e.g. {dest / ('runs.' + fmt)}")
-    if not dest.parent.is_dir():
-        raise ArchsepError(f"-o: directory '{dest.parent}' does not exist")
-    tmp = dest.with_name(dest.name + ".tmp")
-    try:
-        if fmt == "csv":
-            with tmp.open("w", newline="") as f:
-                w = csv.DictWriter(f, columns)
-                w.writeheader()
-                w.writerows(rows)
-        else:
-            _write_parquet(rows, columns, tmp)
-        tmp.replace(dest)
-    except OSError as e:
-        raise ArchsepError(f"-o: cannot write '{dest}': {e.strerror or e}") from None
+    if fmt == "csv":
+        def write(f) -> None:
+            w = csv.DictWriter(f, columns)
+            w.writeheader()
+            w.writerows(rows)
+
+        atomic_write(dest, write, "-o", allow=("runs.csv", "runs.parquet"), newline="", example="runs.csv")
+    else:
+        table = _parquet_table(rows, columns)  # before the file is made: a missing pyarrow leaves nothing
+
+        def write_pq(f) -> None:
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, f)
+
+        atomic_write(dest, write_pq, "-o", allow=("runs.csv", "runs.parquet"), binary=True, example="runs.parquet")
     print(f"{len(rows)} run(s), {len(columns)} column(s) -> {dest}")
     return 0
 
 
-def _write_parquet(rows: list[dict], columns: list[str], dest: Path) -> None:
+def _parquet_table(rows: list[dict], columns: list[str]):
     try:
         import pyarrow as pa
-        import pyarrow.parquet as pq
     except ImportError:
         raise ArchsepError("--format parquet: needs pyarrow; pip install 'archsep[parquet]'") from None
     arrays = []
@@ -208,15 +217,15 @@ def _write_parquet(rows: list[dict], columns: list[str], dest: Path) -> None:
             arrays.append(pa.array(vals))
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types in one column: keep them as text
             arrays.append(pa.array([None if v is None else str(v) for v in vals]))
-    pq.write_table(pa.Table.from_arrays(arrays, names=columns), dest)
+    return pa.Table.from_arrays(arrays, names=columns)
 
 
 def cmd_report(a: argparse.Namespace) -> int:
     from ..reporting.report import write_report
 
+    _check_dir(a.dir)
     dest = Path(a.output) if a.output else Path(a.dir) / "report.html"
-    if not dest.parent.is_dir():
-        raise ArchsepError(f"-o: directory '{dest.parent}' does not exist")
+    check_output(dest, "-o", allow=("report.html",), example="report.html")  # before the report is built
     p = write_report(a.dir, dest)
     print(f"report -> {p}")
     return 0

@@ -11,6 +11,7 @@ import torch
 
 from ..reporting.tables import write_csv
 from ..errors import ArchsepError
+from ..fileio import check_output, make_dirs
 from ..registry import Registry
 
 
@@ -80,17 +81,23 @@ def run_construction(name: str, Ns: Sequence[int] | None = None, out: str | Path
     Ns = tuple(Ns) if Ns else c.default_Ns
     have = available_memory(torch.device("cpu"))
     for N in Ns:
-        if c.memory(N) > have:
-            raise ArchsepError(f"N: construction '{name}' at N={N} needs about {c.memory(N) / 2**30:,.1f} GB, more than "
+        try:
+            need = float(c.memory(N))
+        except OverflowError:  # N beyond a float: astronomically large
+            need = math.inf
+        if need > have:
+            size = "an astronomical amount" if not math.isfinite(need) else f"about {need / 2**30:,.1f} GB"
+            raise ArchsepError(f"N: construction '{name}' at N={N} needs {size}, more than "
                                f"the {have / 2**30:,.1f} GB this machine has free")
+    if out is not None:  # refused before the (long) run: a file, link or device in the way
+        d = Path(out)
+        for f in (f"{name}.csv", f"{name}.png", f"{name}.svg"):
+            if d.is_dir():
+                check_output(d / f, "out")
     rows = c.run(Ns, seed=seed)
     paths: list[Path] = []
     if out is not None:
-        d = Path(out)
-        try:
-            d.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ArchsepError(f"out: cannot write to '{d}': {e.strerror or e}") from None
+        make_dirs(d, "out")
         paths.append(write_csv(rows, d / f"{name}.csv"))
         paths += c.plot(rows, d / name)
     return rows, paths

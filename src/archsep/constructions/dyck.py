@@ -148,6 +148,10 @@ class DyckRNNConstruction(Construction):
         self.exhaustive_up_to, self.reference_up_to = exhaustive_up_to, reference_up_to
         self.count_up_to, self.strings = count_up_to, strings
 
+    def memory(self, N: int) -> float:
+        # `strings` sequences of length N (int64 tokens, one-hot float inputs, 13 hidden units)
+        return 4 * self.strings * N * (8 + 4 * 4 + 4 * 13)
+
     def run(self, Ns: Sequence[int], seed: int = 0) -> list[dict]:
         model = build()
         size = {"hidden": HIDDEN, "params": model.n_params(), "state_size": model.state_size(1)}

@@ -72,6 +72,12 @@ class EqualityConstruction(Construction):
     def __init__(self, examples: int = 2000, variants: Sequence[str] = ("eq-random", "eq-one")):
         self.examples, self.variants = examples, tuple(variants)
 
+    def memory(self, N: int) -> float:
+        # batches of 8 sequences of ~2N positions: one (8, 1024, 2N) chunk of scores and
+        # (8, 2N, width) activations with width ~ 8 ln N + 16, float32, x2 slack
+        L = 2 * N + 2
+        return 2 * 4.0 * 8 * L * (1024 + 8 * math.log(max(N, 2)) + 16)
+
     def run(self, Ns: Sequence[int], seed: int = 0) -> list[dict]:
         rows = []
         gen = torch.Generator().manual_seed(seed + 1)

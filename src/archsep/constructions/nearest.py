@@ -73,6 +73,12 @@ class NNConstruction(Construction):
         self.d, self.gammas, self.fixed_gamma = d, tuple(gammas), fixed_gamma
         self.noise, self.queries = noise, queries
 
+    def memory(self, N: int) -> float:
+        # n = ceil(queries / N) prompts of N positions: (n, N, d + width) inputs and one
+        # (n, 1024, N) chunk of scores, float32, x4 slack
+        n = math.ceil(self.queries / max(N // 2, 1))
+        return 4 * 4.0 * n * N * (2 * self.d + 64 + 1024)
+
     def run(self, Ns: Sequence[int], seed: int = 0) -> list[dict]:
         rows = []
         gen = torch.Generator().manual_seed(seed + 1)

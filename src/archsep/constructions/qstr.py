@@ -208,6 +208,14 @@ class QSTRConstruction(Construction):
         self.q, self.d, self.links, self.alphas = q, d, tuple(links), tuple(alphas)
         self.alpha, self.alpha_N, self.mlp_width = alpha, alpha_N, mlp_width
 
+    def memory(self, N: int) -> float:
+        # codes (N, d_e), the evaluation prompts (n, N, width) with n = ceil(4000 / min(N, 1000)),
+        # the values (n, q, N, width) and one chunk of scores (n, q, 256, N), float32, x2 slack
+        d_e = 5 * math.log(max(N, 2))
+        width = 1 + self.d + (self.q + 1) * d_e
+        n = math.ceil(4000 / min(N, 1000))
+        return 2 * 4.0 * (N * d_e + n * N * width * (2 + self.q) + n * self.q * 256 * N)
+
     def _row(self, sweep: str, link: str, N: int, alpha: float, seed: int, cache: dict) -> dict:
         task = QSTR(N=N, q=self.q, d=self.d, link=link, seed=seed)
         key = (link, N)

@@ -156,6 +156,6 @@ def _fmt_setting(v) -> str:
 
 
 def write_json(path: Path, obj: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, allow_nan=False))
-    tmp.replace(path)  # atomic: a reader never sees half a file
+    from ..fileio import OWNED, atomic_write
+
+    atomic_write(path, json.dumps(obj, indent=2, allow_nan=False), "out", allow=OWNED)  # a reader never sees half a file

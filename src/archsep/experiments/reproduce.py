@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import ArchsepError
+from ..fileio import OWNED, atomic_write, check_output, default_dir
 from ..results import Summary
 from ..runs.runner import run_configs
 from ..runs.store import DB_NAME
@@ -24,7 +25,8 @@ def default_workers() -> int:
 
 def default_out(name: str, scale: str, overrides: dict | None = None) -> Path:
     """results/<preset>[-<scale>][-<field>=<value>...]"""
-    return Path("results") / outputs_name(name, scale, overrides)
+    # a --set value becomes part of the name: it must stay one directory under results/
+    return default_dir(outputs_name(name, scale, overrides), "set")
 
 
 OUTPUTS = ("runs.csv", "summary.json", "summary.txt")
@@ -50,6 +52,8 @@ def check_out(out_dir: Path, outputs: str | None = None) -> None:
         if (out_dir / f).exists():
             raise ArchsepError(f"out: '{out_dir}' holds {f} from an older archsep, which this version does not "
                                "read; rerun into a new output directory (the old files are left untouched)")
+    for f in OUTPUTS:  # a directory, link, FIFO or device in the way: refused before any run, not after
+        check_output(out_dir / f, "out", allow=OWNED)
     if any(out_dir.iterdir()) and not (out_dir / DB_NAME).exists():
         mine = [f for f in OUTPUTS if (out_dir / f).exists()]
         raise ArchsepError(f"out: '{out_dir}' is not empty and holds no archsep store"
@@ -101,5 +105,5 @@ def reproduce(name: str, scale: str = "full", out: str | Path | None = None, wor
     d = summary.to_dict()
     d["figures"] = [p.name for p in exp.figures(summary, out_dir)]
     write_json(out_dir / "summary.json", d)
-    (out_dir / "summary.txt").write_text(exp.summary_text(summary) + "\n")
+    atomic_write(out_dir / "summary.txt", exp.summary_text(summary) + "\n", "out", allow=OWNED)
     return summary

@@ -27,12 +27,17 @@ def plain(text: object, limit: int = 100) -> str:
 
 
 def save(fig, stem: Path) -> list[Path]:
+    """STEM.png and STEM.svg, each written atomically (archsep.fileio)."""
+    from ..fileio import atomic_write
+
     paths = []
-    for ext in ("png", "svg"):
-        p = stem.with_suffix(f".{ext}")
-        fig.savefig(p, dpi=150, bbox_inches="tight")
-        paths.append(p)
-    plt.close(fig)
+    try:
+        for ext in ("png", "svg"):
+            p = stem.with_suffix(f".{ext}")
+            paths.append(atomic_write(p, lambda f: fig.savefig(f, format=ext, dpi=150, bbox_inches="tight"),
+                                      "out", binary=True))
+    finally:
+        plt.close(fig)
     return paths
 
 

@@ -311,39 +311,43 @@ def _build(store: Store) -> tuple[str, dict]:
     rest = [i for i in by_id if i not in covered]
     if rest:
         groups.append((None, rest))
-    for sw, ids in groups:
-        if not ids:
-            continue
-        results = [checked[i] for i in ids]
-        meta = sw["analysis_data"] if sw else {}
-        title = sw["name"] if sw else "runs outside any sweep"
-        exp = _experiment_of(sw)
-        summary = None
-        if exp is not None:
-            try:
-                summary = exp.summarize(results, meta.get("scale") or ("quick" if sw["quick"] else "full"),
-                                        meta.get("overrides"))
-            except Exception:  # noqa: BLE001 - runs this preset cannot analyse (names not registered here,
-                summary = None  # fields it needs missing): the generic analysis below, as for any sweep
-        if summary is not None:  # a preset: its own analysis, claims, figures and text
-            claims = [{**c.to_dict(), "source": title} for c in summary.claims]
-            figs = _experiment_figures(exp, summary)
-            curves = figure_curves(results, analyze(results))
-            figs += [(f"{title}: held-out metric against samples", curves)] if curves else []
-            analyses.append({"sweep": title, "summary": summary.to_dict()})
-            sections.append(_experiment_section(sw, title, exp, summary, figs, results, by_id))
-        else:
-            a = analyze(results, meta.get("x", "task_params.N"), meta.get("separations"))
-            claims = [{"text": s["text"], "held": s["held"], "source": title,
-                       "verdict": _verdict(s)} for s in a["separations"]]
-            thr = ", ".join(sorted({str(r.config.get("train", {}).get("threshold")) for r in results}))
-            figs = [(f"{title}: samples to threshold ({thr}) against {a['x']}", figure_samples(a, thr)),
-                    (f"{title}: held-out metric against samples", figure_curves(results, a))]
-            figs = [f for f in figs if f[1]]
-            analyses.append({"sweep": title, **a})
-            sections.append(_sweep_section(sw, title, a, figs, results, by_id))
-        all_claims += claims
-        figures += figs
+    import matplotlib
+
+    # labels, names and fields are stored text, from anywhere: none is read as mathtext ('TF $x_$')
+    with matplotlib.rc_context({"text.parse_math": False}):
+        for sw, ids in groups:
+            if not ids:
+                continue
+            results = [checked[i] for i in ids]
+            meta = sw["analysis_data"] if sw else {}
+            title = sw["name"] if sw else "runs outside any sweep"
+            exp = _experiment_of(sw)
+            summary = None
+            if exp is not None:
+                try:
+                    summary = exp.summarize(results, meta.get("scale") or ("quick" if sw["quick"] else "full"),
+                                            meta.get("overrides"))
+                except Exception:  # noqa: BLE001 - runs this preset cannot analyse (names not registered here,
+                    summary = None  # fields it needs missing): the generic analysis below, as for any sweep
+            if summary is not None:  # a preset: its own analysis, claims, figures and text
+                claims = [{**c.to_dict(), "source": title} for c in summary.claims]
+                figs = _experiment_figures(exp, summary)
+                curves = figure_curves(results, analyze(results))
+                figs += [(f"{title}: held-out metric against samples", curves)] if curves else []
+                analyses.append({"sweep": title, "summary": summary.to_dict()})
+                sections.append(_experiment_section(sw, title, exp, summary, figs, results, by_id))
+            else:
+                a = analyze(results, meta.get("x", "task_params.N"), meta.get("separations"))
+                claims = [{"text": s["text"], "held": s["held"], "source": title,
+                           "verdict": _verdict(s)} for s in a["separations"]]
+                thr = ", ".join(sorted({str(r.config.get("train", {}).get("threshold")) for r in results}))
+                figs = [(f"{title}: samples to threshold ({thr}) against {a['x']}", figure_samples(a, thr)),
+                        (f"{title}: held-out metric against samples", figure_curves(results, a))]
+                figs = [f for f in figs if f[1]]
+                analyses.append({"sweep": title, **a})
+                sections.append(_sweep_section(sw, title, a, figs, results, by_id))
+            all_claims += claims
+            figures += figs
     data = {"claims": all_claims, "analyses": analyses, "environment": environment(rows),
             "status": store.status()}
     return _page(store, data, sections), data
@@ -489,16 +493,18 @@ def _page(store: Store, data: dict, sections: list[str]) -> str:
 
 
 def write_report(out_dir: str | Path, dest: str | Path) -> Path:
+    """Build the report of OUT's store and write it to `dest` (checked first: never the store, a
+    directory, a link or a device; written atomically, see archsep.fileio)."""
+    from ..fileio import atomic_write, check_output
+
     store = open_store(out_dir, create=False)
+    try:
+        check_output(dest, "-o", allow=("report.html",), example="report.html")  # before the report is built
+    except ArchsepError:
+        store.close()
+        raise
     try:
         text, _ = build(store)
     finally:
         store.close()
-    dest = Path(dest)
-    try:
-        tmp = dest.with_name(dest.name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(dest)
-    except OSError as e:
-        raise ArchsepError(f"-o: cannot write '{dest}': {e.strerror or e}") from None
-    return dest
+    return atomic_write(dest, text, "-o", allow=("report.html",), example="report.html")

@@ -6,15 +6,18 @@ import json
 from pathlib import Path
 
 
-def write_csv(rows: list[dict], path: Path) -> Path:
+def write_csv(rows: list[dict], path: Path, field: str = "out") -> Path:
+    """Atomically (archsep.fileio): a reader never sees half a file, a failure leaves nothing."""
+    from ..fileio import OWNED, atomic_write
+
     cols = list(dict.fromkeys(k for r in rows for k in r))
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as f:
+
+    def write(f) -> None:
         w = csv.DictWriter(f, cols)
         w.writeheader()
         w.writerows(rows)
-    tmp.replace(path)  # a reader never sees half a file
-    return path
+
+    return atomic_write(path, write, field, allow=OWNED, newline="")
 
 
 def export_rows(store) -> list[dict]:

@@ -32,15 +32,22 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+MAX_THREADS = 1024
+
+
 def threads_for() -> int:
     """Torch threads per run: 1, whatever the number of workers, so that a run's numbers do
     not depend on how the sweep was spread (a matrix product's rounding depends on its thread
     count); parallelism comes from the workers. ARCHSEP_THREADS overrides it (numbers may then
     differ in the last bits between settings)."""
-    env = os.environ.get("ARCHSEP_THREADS", "")
-    if env.isdigit() and int(env) >= 1:
-        return int(env)
-    return 1
+    env = os.environ.get("ARCHSEP_THREADS", "").strip()
+    if not env:
+        return 1
+    if not (env.isascii() and env.isdigit()) or not 1 <= int(env) <= MAX_THREADS:
+        raise ArchsepError(f"ARCHSEP_THREADS: expected a positive integer up to {MAX_THREADS} (torch threads per "
+                           f"run), got {env!r}; "
+                           "set it to e.g. 1 or unset it")
+    return int(env)
 
 
 PARENT_POLL_S = 0.5

@@ -16,7 +16,7 @@ from tqdm import tqdm
 from ..config import RunConfig
 from ..engine.planning import check_memory
 from ..errors import ArchsepError
-from .executors import check_executor, make_executor, plan_batches
+from .executors import check_executor, make_executor, plan_batches, threads_for
 from .store import Store, open_store, result_from_row
 from ..results import RunResult
 
@@ -55,6 +55,7 @@ def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None,
     `log` ("mlflow" | "tensorboard") mirrors each run to a tracker under `out_dir` after it
     is committed to the store (which stays the record)."""
     check_executor(executor, address)
+    threads_for()  # a bad ARCHSEP_THREADS is one line here, not an error in every worker
     tracker = None
     if log is not None:
         from .tracking import check_tracker

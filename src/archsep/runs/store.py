@@ -17,6 +17,7 @@ import math
 import os
 import socket
 import sqlite3
+import tempfile
 import time
 import typing
 from contextlib import contextmanager
@@ -28,7 +29,7 @@ from typing import Any, Iterable, Iterator
 from ..errors import ArchsepError, shown
 from ..results import RunResult, json_safe
 
-DB_NAME = "archsep.db"
+DB_NAME = "archsep.db"  # = archsep.fileio.DB_NAME
 APP_ID = 0x41525350  # 'ARSP': marks the file as an archsep store
 SCHEMA_VERSION = 2  # 2: test_metric, best_samples, extra
 BUSY_TIMEOUT_MS = 60_000
@@ -688,13 +689,16 @@ def open_store(out_dir: str | Path, create: bool = True) -> Store:
 
 def prepare_out(out_dir: str | Path) -> Path:
     """Create OUT and check that it is writable (one-line error otherwise); no store is made."""
+    from ..fileio import make_dirs, remove_dirs
+
     out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".archsep-write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
+    created = make_dirs(out, "out")  # on failure, the parents it made are removed again
+    try:  # an unpredictable name, O_EXCL: a planted file or symlink is never opened
+        fd, probe = tempfile.mkstemp(prefix=".archsep-write-test-", dir=out)
+        os.close(fd)
+        os.unlink(probe)
     except OSError as e:
+        remove_dirs(created)
         raise ArchsepError(f"out: cannot write to '{out}': {e.strerror or e}") from None
     return out
 

@@ -44,6 +44,7 @@ from typing import Any
 
 from ..config import RunConfig, TrainConfig
 from ..errors import ArchsepError, closest
+from ..fileio import has_control
 from ..registry import _coerce, init_fields
 
 TOP_KEYS = ("name", "description", "imports", "seeds", "base", "arms", "grid", "analysis")
@@ -130,6 +131,7 @@ def override(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
     """`cfg` with dotted fields set ("train.weight_decay", "model_params.hidden", "seed", ...)."""
     d = cfg.to_dict()
     for key, value in overrides.items():
+        _check_set_value(cfg, key, value)
         head, _, sub = key.partition(".")
         if head in PARAM_TABLES and sub:
             d[head] = {**d[head], sub: value}
@@ -179,6 +181,46 @@ def override_plan(configs: list[RunConfig], overrides: dict[str, Any], preset: s
     return out
 
 
+def check_label(label: Any, loc: str) -> None:
+    """A label is printable text: no control characters (ESC, BEL, newline, NUL: it is printed to
+    terminals) and no '$' (matplotlib would read $...$ in a legend as math)."""
+    if not isinstance(label, str):
+        return  # the type check names it
+    if has_control(label):
+        raise ArchsepError(f"{loc}: expected printable text without control characters, got {label!r}")
+    if "$" in label:
+        raise ArchsepError(f"{loc}: '$' is not allowed in a label (figures would read $...$ as math), got {label!r}")
+
+
+def _int_typed(tp: Any) -> bool:
+    """An integer field (int, or int | None), where a float is a mistake, not a value."""
+    args = typing.get_args(tp) if typing.get_origin(tp) is not None else (tp,)
+    return int in args and float not in args
+
+
+def _check_set_value(cfg: RunConfig, key: str, value: Any) -> None:
+    """--set values are checked as they enter: labels printable, seeds >= 0, integer fields
+    given integers (1e3 is a float in TOML: `--set train.budget=1e3` would silently become 1000)."""
+    from ..models import MODELS
+    from ..tasks import TASKS
+
+    head, _, sub = key.partition(".")
+    if head == "label" and not sub:
+        check_label(value, "set: label")
+    tp: Any = None
+    if head == "seed" and not sub:
+        tp = int
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            raise ArchsepError(f"set: seed: expected a non-negative integer, got {value}")
+    elif head in PARAM_TABLES and sub:
+        cls = {"train": lambda: TrainConfig, "task_params": lambda: TASKS.get(cfg.task),
+               "model_params": lambda: MODELS.get(cfg.arch)}[head]()
+        tp = _fields_of(cls).get(sub)
+    if tp is not None and _int_typed(tp) and isinstance(value, float):
+        raise ArchsepError(f"set: {key}: expected an integer, got {value!r}"
+                           + (f" (write {int(value)})" if value.is_integer() else ""))
+
+
 def arch_label(cfg: RunConfig) -> str:
     """A run's architecture label without its protocol suffix ("TF [as published]" -> "TF")."""
     return (cfg.label or cfg.arch).split(" [")[0]
@@ -207,15 +249,43 @@ def parse_set(items: list[str]) -> dict[str, Any]:
             value = tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
             value = text
+        except RecursionError:
+            value = None
+        if value is None or _too_deep(value, MAX_DEPTH - 2):
+            raise ArchsepError(f"set: {key.strip()}: a value nested deeper than {MAX_DEPTH - 2} levels")
         out[key.strip()] = value
     return out
 
 
-def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", device: str | None = None) -> Sweep:
+MAX_DEPTH = 8  # tables and arrays inside one another: a sweep needs 5 ([grid] axis of lists in a table)
+
+
+def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Nesting deeper than `limit`, found without recursion (a 10^5-deep array is one line)."""
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            if d >= limit:
+                return True
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
+def _loads(text: str, what: str) -> dict:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ArchsepError(f"{origin}: not valid TOML: {e}") from None
+        raise ArchsepError(f"{what}: not valid TOML: {e}") from None
+    except RecursionError:
+        doc = None
+    if doc is None or _too_deep(doc):
+        raise ArchsepError(f"{what}: tables or arrays nested deeper than {MAX_DEPTH} levels; a sweep needs fewer")
+    return doc
+
+
+def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", device: str | None = None) -> Sweep:
+    doc = _loads(text, origin)
     where = origin
     for key in doc:
         if key not in TOP_KEYS:
@@ -229,8 +299,9 @@ def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", devic
     for spec in imports:  # before any name is checked: the plugins register tasks and archs
         plugins.load(spec, base=here, field=f"{where}: imports")
     name = doc.get("name", default_name)
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.+-]{1,100}", name):
-        raise ArchsepError(f"{where}: name: expected a short name of letters, digits, '_.+-', got {name!r}")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,99}", name):
+        raise ArchsepError(f"{where}: name: expected a short name of letters, digits, '_.+-', not starting "
+                           f"with '.' (it names the directory results/NAME), got {name!r}")
     base = _flat_run(doc.get("base", {}), "base", where)
     arms_doc = doc.get("arms", [{}])
     if not isinstance(arms_doc, list) or not all(isinstance(a, dict) for a in arms_doc):
@@ -402,6 +473,10 @@ def _analysis(a: Any, where: str) -> dict:
     if not isinstance(seps, list) or not all(isinstance(s, list) and len(s) == 2 and all(isinstance(t, str) for t in s)
                                              for s in seps):
         raise ArchsepError(f"{where}: analysis.separations: expected pairs of labels like [[\"TF\", \"FFN\"]], got {seps!r}")
+    for i, (better, worse) in enumerate(seps):
+        if better == worse:
+            raise ArchsepError(f"{where}: analysis.separations[{i}]: a separation compares two different labels, "
+                               f"got {better!r} twice")
     return {"x": x, "separations": seps}
 
 
@@ -472,6 +547,8 @@ def _check_value(key: str, value: Any, loc: str, tasks: list[str], archs: list[s
         raise ArchsepError(f"{where}: {loc}: {str(errors[0]).split(': ', 1)[-1]}") from None
     if sub == "seed" and head == "seed" and v < 0:
         raise ArchsepError(f"{where}: {loc}: seed must be >= 0, got {v}")
+    if sub == "label" and head == "label":
+        check_label(v, f"{where}: {loc}")
     return v
 
 
