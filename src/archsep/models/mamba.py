@@ -179,18 +179,19 @@ class ChunkedScan(torch.autograd.Function):
         Bm, Cm = (t.transpose(0, 1).contiguous() for t in (B, C))  # (L, B, N)
         y = u.new_empty(L, Bt, E)
         D, S = (u.new_empty(n0, Bt, N, E) for _ in range(2))  # decays, states of one chunk
-        s = u.new_zeros(Bt, N, E)
-        starts = []
-        for c0 in range(0, L, chunk):
+        starts = u.new_empty((L + chunk - 1) // chunk, Bt, N, E)  # the state before each chunk
+        starts[0].zero_()
+        for c, c0 in enumerate(range(0, L, chunk)):
             n = min(chunk, L - c0)
             dA = torch.mul(dt[c0:c0 + n, :, None, :], AT, out=D[:n]).exp_()
             Sc = torch.mul(du[c0:c0 + n, :, None, :], Bm[c0:c0 + n, :, :, None], out=S[:n])
-            starts.append(s)
+            s = starts[c]
             for t in range(n):
                 s = Sc[t].addcmul_(dA[t], s)
-            s = s.clone()  # S is overwritten by the next chunk
+            if c + 1 < len(starts):
+                starts[c + 1].copy_(s)  # S is overwritten by the next chunk
             torch.bmm(Cm[c0:c0 + n].view(n * Bt, 1, N), Sc.view(n * Bt, N, E), out=y[c0:c0 + n].view(n * Bt, 1, E))
-        return y.transpose(0, 1), torch.stack(starts, 0)
+        return y.transpose(0, 1), starts
 
     @staticmethod
     def setup_context(ctx, inputs, output):  # type: ignore[override]
@@ -239,8 +240,9 @@ class ChunkedScan(torch.autograd.Function):
             Kc[0].mul_(starts[c])  # now dLoss/d(Δ_t A) = dLoss/ds_t * decay_t * s_{t-1}
             torch.sum(torch.mul(Kc, AT, out=Wc), -2, out=g_dt[c0:c1])
             gAT += Kc.mul_(dt[c0:c1, :, None, :]).sum((0, 1))
-        g_du, g_dt = g_du.transpose(0, 1), g_dt.transpose(0, 1)
-        return g_du * delta, g_dt + g_du * u, gAT.t(), gB.transpose(0, 1), gC.transpose(0, 1), None
+        g_u = g_du * dt  # time-major, as the rest: no strided elementwise ops on (B, L, E)
+        g_dt.addcmul_(g_du, u.transpose(0, 1))
+        return g_u.transpose(0, 1), g_dt.transpose(0, 1), gAT.t(), gB.transpose(0, 1), gC.transpose(0, 1), None
 
 
 def chunked_scan(u, delta, A, B, C, chunk: int | None = None) -> torch.Tensor:
