@@ -186,8 +186,8 @@ class ChunkedScan(torch.autograd.Function):
             dA = torch.mul(dt[c0:c0 + n, :, None, :], AT, out=D[:n]).exp_()
             Sc = torch.mul(du[c0:c0 + n, :, None, :], Bm[c0:c0 + n, :, :, None], out=S[:n])
             s = starts[c]
-            for t in range(n):
-                s = Sc[t].addcmul_(dA[t], s)
+            for a_t, s_t in zip(dA.unbind(0), Sc.unbind(0)):  # unbind: one op for all the views
+                s = s_t.addcmul_(a_t, s)
             if c + 1 < len(starts):
                 starts[c + 1].copy_(s)  # S is overwritten by the next chunk
             torch.bmm(Cm[c0:c0 + n].view(n * Bt, 1, N), Sc.view(n * Bt, N, E), out=y[c0:c0 + n].view(n * Bt, 1, E))
@@ -223,16 +223,15 @@ class ChunkedScan(torch.autograd.Function):
             dA = torch.mul(dt[c0:c1, :, None, :], AT, out=D[:n]).exp_()
             Sc = torch.mul(du[c0:c1, :, None, :], Bm[c0:c1, :, :, None], out=S[:n])
             s = starts[c]
-            for t in range(n):
-                s = Sc[t].addcmul_(dA[t], s)
+            for a_t, s_t in zip(dA.unbind(0), Sc.unbind(0)):
+                s = s_t.addcmul_(a_t, s)
             Gc = torch.mul(gyt[c0:c1, :, None, :], Cm[c0:c1, :, :, None], out=G[:n])  # then dLoss/ds_t
             Kc, Wc = K[:n], W[:n]
-            for t in range(n - 1, -1, -1):
-                nxt = Kc[t + 1] if t < n - 1 else carry
-                if nxt is not None:
-                    Gc[t] += nxt
-                torch.mul(dA[t], Gc[t], out=Kc[t])  # decay_t * dLoss/ds_t: the part reaching s_{t-1}
-            carry = Kc[0].clone()
+            for a_t, g_t, k_t in zip(*(x.unbind(0)[::-1] for x in (dA, Gc, Kc))):
+                if carry is not None:
+                    g_t += carry
+                carry = torch.mul(a_t, g_t, out=k_t)  # decay_t * dLoss/ds_t: the part reaching s_{t-1}
+            carry = carry.clone()  # Kc[0]: K is reused by the next chunk
             torch.sum(torch.mul(Sc, gyt[c0:c1, :, None, :], out=Wc), -1, out=gC[c0:c1])
             torch.bmm(Bm[c0:c1].view(nb, 1, N), Gc.view(nb, N, E), out=g_du[c0:c1].view(nb, 1, E))
             torch.sum(torch.mul(Gc, du[c0:c1, :, None, :], out=Wc), -1, out=gB[c0:c1])
