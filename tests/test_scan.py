@@ -57,6 +57,11 @@ def test_chunked_in_float32_matches_to_1e5_and_stays_float32(chunk):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
+def test_chunked_of_no_positions_is_empty():
+    u, delta, A, B, C = scan_inputs(L=0)
+    assert chunked_scan(u, delta, A, B, C, chunk=4).shape == (2, 0, 5)
+
+
 def test_chunked_gradient_passes_gradcheck():
     args = tuple(t.requires_grad_() for t in scan_inputs(2, 7, 3, 2))
     assert torch.autograd.gradcheck(lambda *a: chunked_scan(*a, chunk=3), args)

@@ -249,6 +249,8 @@ def chunked_scan(u, delta, A, B, C, chunk: int | None = None) -> torch.Tensor:
     if chunk is None:
         chunk = default_chunk(u.shape[0], u.shape[2], A.shape[1])
     check(isinstance(chunk, int) and chunk >= 1, "chunk", f"must be an integer >= 1, got {chunk!r}")
+    if u.shape[1] == 0:  # no positions: no chunks
+        return u * 0
     return ChunkedScan.apply(u, delta, A, B, C, chunk)[0]
 
 
