@@ -201,7 +201,7 @@ def test_models_keep_their_config(arch, params):
 
 @pytest.mark.parametrize("arch, params", [
     ("tf-preln", {"layers": 1, "width": 8, "heads": 2}),
-    ("mamba", {"layers": 1, "width": 4, "d_state": 2}),  # 'auto' is the fused scan on CPU
+    ("mamba", {"layers": 1, "width": 4, "d_state": 2}),  # 'auto': fused under vmap, chunked outside
     ("dss", {"layers": 1, "width": 4, "d_state": 2}),
     ("lstm", {"hidden": 4}),
 ])

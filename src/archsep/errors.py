@@ -40,7 +40,7 @@ def unknown(field: str, value: object, allowed: Iterable[str]) -> ArchsepError:
 def check(cond: bool, field: str, message: str) -> None:
     """Raise an ArchsepError naming `field` unless `cond`."""
     if not cond:
-        raise ArchsepError(f"{field}: {message}")
+        raise ArchsepError(f"{field}: {message}", field=field)
 
 
 _CONTROL = ("Cc", "Cf", "Zl", "Zp")
