@@ -194,7 +194,7 @@ def first_hit(tc: TrainConfig, points: list[Point], blocks: list[torch.Tensor]) 
     the true first crossing, with 'progressive' what the skipping and screening find."""
     looks = HeldOutLooks()
     for i, (p, b) in enumerate(zip(points, blocks)):
-        mean = looks.look(tc, p, lambda a, z, b=b: b[a // BLOCK:math.ceil(z / BLOCK)], tc.eval_size)
+        mean = looks.look(tc, p, lambda start, stop, b=b: b[start // BLOCK:math.ceil(stop / BLOCK)], tc.eval_size)
         if mean is not None and mean < tc.threshold:
             return i
     return None
