@@ -97,3 +97,14 @@ def test_a_claim_cannot_hold_on_censored_runs_of_the_transformer():
 def test_bootstrap_ci_is_seeded():
     v = np.arange(10.0)
     assert bootstrap_ci(v, lambda a, c: a.mean(), seed=1) == bootstrap_ci(v, lambda a, c: a.mean(), seed=1)
+
+
+def test_a_median_interval_open_above_reads_greater_than_the_budget():
+    from archsep.analysis.stats import summarize_point
+
+    # 3 of 5 reached the threshold: the median is estimable, but resamples with 3 or more
+    # censored runs have a median beyond the budget, so the interval is open above
+    p = summarize_point("FFN", 8, [1000, 1200, 1400, 5000, 5000], ["ok"] * 3 + ["censored"] * 2, budget=5000)
+    d = p.to_dict()
+    assert math.isfinite(p.median) and math.isinf(p.median_ci[1])
+    assert d["median_ci"][1] is None and d["median_ci_text"] == f"[{p.median_ci[0]:.0f}, > 5000]"

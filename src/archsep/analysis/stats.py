@@ -39,7 +39,10 @@ def bootstrap_ci(values: np.ndarray, stat, n_boot: int = 2000, level: float = 0.
     stats = np.array([stat(values[i], cens[i]) for i in idx], dtype=float)
     with np.errstate(invalid="ignore"):  # inf = a median beyond the budget in that resample
         lo, hi = np.percentile(stats, [50 * (1 - level), 50 * (1 + level)])
-    return (float(lo), float(hi))
+    # a bound interpolated towards an infinite resample is beyond the budget, not undefined
+    # (numpy's interpolation gives nan where it would multiply inf by 0)
+    unbounded = bool(np.isinf(stats).any())
+    return tuple(math.inf if (unbounded and math.isnan(b)) else float(b) for b in (lo, hi))  # type: ignore[return-value]
 
 
 @dataclass
@@ -61,10 +64,13 @@ class Point:
                 "ci": [_num(self.ci[0]), _num(self.ci[1])],
                 "median_ci": [_num(self.median_ci[0]), _num(self.median_ci[1])], "n_runs": self.n_runs,
                 "n_censored": self.n_censored, "n_diverged": self.n_diverged, "n_error": self.n_error,
-                "median_text": self.median_text()}
+                "median_text": self.median_text(),
+                "median_ci_text": "[" + ", ".join(self.median_text(b) for b in self.median_ci) + "]"}
 
-    def median_text(self) -> str:
-        return f"> {self.budget}" if math.isinf(self.median) else f"{self.median:.0f}"
+    def median_text(self, value: float | None = None) -> str:
+        """The median (or a bound of its interval) as text: '> budget' where it lies beyond it."""
+        v = self.median if value is None else value
+        return f"> {self.budget}" if math.isinf(v) else ("?" if math.isnan(v) else f"{v:.0f}")
 
 
 def _num(x: float) -> float | None:

@@ -93,7 +93,6 @@ def _analyze(results: list[RunResult], x: str, separations: list | None) -> dict
             budget = max(int(r.config.get("train", {}).get("budget", 0)) for r in rs) or None
             p = summarize_point(curve, xv, [r.samples for r in rs], [r.status for r in rs], budget).to_dict()
             p["x"] = xv
-            p["median_ci_text"] = _ci_text(p["median_ci"], budget)
             points.append(p)
             ok = [r for r in rs if r.status in SAMPLES_STATUSES and r.samples]
             if isinstance(xv, (int, float)) and not isinstance(xv, bool) and xv > 0 and ok:
@@ -154,13 +153,6 @@ def _match(label: str, data: dict) -> str | None:
         return label
     hits = [c for c in data if c.split(" ")[0].split("/")[-1] == label]
     return hits[0] if len(hits) == 1 else None
-
-
-def _ci_text(ci: list, budget: int | None) -> str:
-    lo, hi = ci
-    if lo is None and hi is None:
-        return f"[?, > {budget}]" if budget else "n/a"
-    return f"[{'?' if lo is None else f'{lo:.0f}'}, {f'> {budget}' if hi is None else f'{hi:.0f}'}]"
 
 
 # --- figures --------------------------------------------------------------------------------
