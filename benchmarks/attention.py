@@ -32,14 +32,14 @@ import argparse
 import copy
 import dataclasses
 import statistics
-import time
 
 import torch
 
-from archsep.engine.stack import make_optimizer
 from archsep.engine.train import flush_denormals
 from archsep.experiments import EXPERIMENTS
 from archsep.models.attention import use_attention
+
+from _steps import alternate_steps  # benchmarks/_steps.py
 
 PRESETS = {"index-lookup": "lookup-fig2", "dyck": "dyck-fig2"}
 
@@ -74,16 +74,7 @@ def measure(cfg, steps: int, warmup: int) -> tuple[float, float]:
     g = torch.Generator().manual_seed(0)
     batches = [task.sample(cfg.train.batch_size, g) for _ in range(warmup + steps)]
     models = {"explicit": explicit, "fused": fused}
-    opts = {k: make_optimizer(list(m.parameters()), 1e-3, 0.0) for k, m in models.items()}
-    times: dict[str, list[float]] = {k: [] for k in models}
-    for i, b in enumerate(batches):
-        for k, m in models.items():
-            t = time.perf_counter()
-            opts[k].zero_grad(set_to_none=True)
-            task.loss(m(b.x), b).backward()
-            opts[k].step()
-            if i >= warmup:
-                times[k].append(time.perf_counter() - t)
+    times = alternate_steps(models, task, batches, warmup)
     return statistics.median(times["explicit"]), statistics.median(times["fused"])
 
 

@@ -32,14 +32,14 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
-import time
 
 import torch
 
-from archsep.engine.stack import make_optimizer
 from archsep.engine.train import flush_denormals
 from archsep.experiments import EXPERIMENTS
 from archsep.models.mamba import use_scan
+
+from _steps import alternate_steps  # benchmarks/_steps.py
 
 
 def cells(Ns: list[int]):
@@ -68,16 +68,7 @@ def measure(cfg, steps: int, warmup: int) -> tuple[list[float], list[float]]:
     g = torch.Generator().manual_seed(0)
     batches = [task.sample(cfg.train.batch_size, g) for _ in range(warmup + steps)]
     models = {"before": before, "after": after}
-    opts = {k: make_optimizer(list(m.parameters()), 1e-3, 0.0) for k, m in models.items()}
-    times: dict[str, list[float]] = {k: [] for k in models}
-    for i, b in enumerate(batches):
-        for k, m in models.items():
-            t = time.perf_counter()
-            opts[k].zero_grad(set_to_none=True)
-            task.loss(m(b.x), b).backward()
-            opts[k].step()
-            if i >= warmup:
-                times[k].append(time.perf_counter() - t)
+    times = alternate_steps(models, task, batches, warmup)
     return times["before"], times["after"]
 
 
