@@ -17,7 +17,7 @@ import pytest
 from archsep.cli import main
 from archsep.experiments import EXPERIMENTS
 from archsep.experiments.size import SizeExperiment, SizeScale, lstm, tf
-from archsep.runs import sweep as sw
+from archsep.experiments import plan
 from archsep.runs.store import DB_NAME, open_store
 from sweep_util import ARCHSEP, cli, env
 
@@ -30,7 +30,7 @@ def test_every_experiment_plans_runs_with_unique_ids_at_every_scale(name):
         cfgs = exp.plan(scale)
         ids = [c.run_id for c in cfgs]
         assert cfgs and len(set(ids)) == len(ids)
-        assert ids == [c.run_id for c in sw.from_experiment(name, scale).configs]  # sweep P = reproduce P
+        assert ids == [c.run_id for c in plan.from_experiment(name, scale).configs]  # sweep P = reproduce P
 
 
 class TinyLookup(SizeExperiment):

@@ -385,7 +385,7 @@ def test_a_default_directory_name_is_one_plain_component(name):
 # --- figures read no mathtext ------------------------------------------------------------------------
 def test_report_draws_a_stored_dollar_label_as_text(tmp_path):
     S = _store(tmp_path / "S", n=3, label="TF $x_$")  # written by an older archsep, which accepted it
-    from archsep.reporting.report import write_report
+    from archsep.experiments.report import write_report
 
     p = write_report(S, tmp_path / "r.html")
     assert "TF $x_$" in p.read_text()

@@ -12,7 +12,7 @@ import pytest
 from archsep.config import RunConfig, TrainConfig
 from archsep.experiments.base import PRESETS
 from archsep.experiments.samples import Arch, SampleComplexityExperiment, Scale
-from archsep.reporting.report import build
+from archsep.experiments.report import build
 from archsep.experiments.reproduce import reproduce
 from archsep.runs.store import open_store, record
 from archsep.results import RunResult

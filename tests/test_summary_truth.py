@@ -17,6 +17,7 @@ from archsep.errors import ArchsepError
 from archsep.experiments import PRESETS
 from archsep.experiments.samples import Arch, SampleComplexityExperiment, Scale
 from archsep.experiments.size import SizeExperiment
+from archsep.experiments import plan
 from archsep.runs import sweep as sw
 from archsep.runs.store import open_store
 from archsep.runs.sweep import flatten_config
@@ -151,10 +152,10 @@ def _structural(configs) -> dict:
 def test_every_structural_set_keeps_planned_runs_distinct_or_is_refused(name):
     exp = PRESETS.get(name)()
     for scale in exp.scales:
-        plain = sw.from_experiment(name, scale).configs
+        plain = plan.from_experiment(name, scale).configs
         for key, value in _structural(plain).items():
             try:
-                s = sw.from_experiment(name, scale, None, {key: value})
+                s = plan.from_experiment(name, scale, None, {key: value})
             except ArchsepError as e:
                 assert str(e).startswith("set: "), e  # refused in one line (a key that makes two runs one: named)
                 assert key in str(e) or "unknown key" in str(e) or "must be" in str(e), e
@@ -167,12 +168,12 @@ def test_every_structural_set_keeps_planned_runs_distinct_or_is_refused(name):
 
 
 def test_set_seed_starts_the_seed_list_and_label_and_axes_say_what_to_use():
-    s = sw.from_experiment("qstr-fig1a", "quick", None, {"seed": 3})
+    s = plan.from_experiment("qstr-fig1a", "quick", None, {"seed": 3})
     assert sorted({c.seed for c in s.configs}) == [3, 4]
     with pytest.raises(ArchsepError, match="--only"):
-        sw.from_experiment("qstr-fig1a", "quick", None, {"label": "X"})
+        plan.from_experiment("qstr-fig1a", "quick", None, {"label": "X"})
     with pytest.raises(ArchsepError, match=r"task_params.N.*values 2, 4, 6, 8.*--print-toml"):
-        sw.from_experiment("qstr-fig1a", "quick", None, {"task_params.N": 4})
+        plan.from_experiment("qstr-fig1a", "quick", None, {"task_params.N": 4})
 
 
 # --- sweep planning scales --------------------------------------------------------------------------

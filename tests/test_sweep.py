@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from archsep.experiments import plan
 from archsep.runs import sweep as sw
 from archsep.errors import ArchsepError
 from archsep.runs.executors import plan_batches
@@ -36,7 +37,7 @@ def test_seed_lists_and_a_seed_axis():
 
 @pytest.mark.parametrize("name, scale", [(n, s) for n in PRESETS.names() for s in PRESETS.get(n).scales])
 def test_a_preset_is_a_sweep_and_its_toml_gives_the_same_runs(name, scale):
-    s = sw.load(name, scale)
+    s = plan.load(name, scale)
     assert s.preset == name and s.configs
     assert [c.run_id for c in s.configs] == [c.run_id for c in PRESETS.get(name)().plan(scale)]
     assert s.analysis["separations"] or not name.startswith("qstr-fig1")
@@ -100,7 +101,7 @@ def test_cli_dry_run_and_print_toml(tmp_path, capsys, monkeypatch):
     assert len([line for line in out.splitlines() if line.startswith("  ") and len(line.split()[0]) == 16]) == 8
     assert "GFLOP/step" in out and "on this machine about" in out  # and what they cost
     assert main(["sweep", "qstr-fig1a", "--quick", "--print-toml"]) == 0
-    assert sw.parse(capsys.readouterr().out).sweep_id == sw.load("qstr-fig1a", "quick").sweep_id
+    assert sw.parse(capsys.readouterr().out).sweep_id == plan.load("qstr-fig1a", "quick").sweep_id
     assert not (tmp_path / "results").exists()
 
 
@@ -125,7 +126,7 @@ def test_separation_statement_says_whether_the_ci_excludes_zero():
 
 
 def test_analysis_reports_censored_points_as_above_the_budget():
-    from archsep.reporting.report import analyze
+    from archsep.analysis.grid import analyze
     from archsep.engine.train import RunResult
 
     def run(label, N, seed, samples, status):
@@ -147,5 +148,5 @@ def test_every_example_sweep_file_is_valid():
     files = sorted(root.glob("*.toml"))
     assert files
     for f in files:
-        s = sw.load(f)
+        s = plan.load(f)
         assert s.configs and len({c.run_id for c in s.configs}) == len(s.configs), f

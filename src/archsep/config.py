@@ -124,6 +124,17 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+# the label suffix of an arm measured under the authors' held-out protocol: "TF [as published]"
+PROTOCOL_SUFFIX = {"training": "", "as-published": " [as published]"}
+
+
+def arm_of(label: str, protocol: str) -> str:
+    """The arm a curve belongs to: its label without its protocol's suffix. Only the suffix of
+    the run's own protocol (`train.heldout`) is removed; a user's "TF [v2]" keeps its brackets."""
+    suffix = PROTOCOL_SUFFIX.get(protocol, "")
+    return label[: -len(suffix)] if suffix and label.endswith(suffix) else label
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One training run: a task, a model, training settings and one seed.
@@ -146,6 +157,11 @@ class RunConfig:
         check(self.train.train_set_size == 0 or task.fixed_shapes, "train.train_set_size",
               f"needs a task whose training examples share one shape; task '{self.task}' draws "
               "variable lengths (set task_params.train_lengths = 'fixed')")
+
+    @property
+    def arm(self) -> str:
+        """The architecture label without its protocol suffix ("TF [as published]" -> "TF")."""
+        return arm_of(self.label or self.arch, self.train.heldout)
 
     # --- seeds -----------------------------------------------------------------------------
     def derived_seed(self, role: str) -> int:

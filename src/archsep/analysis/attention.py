@@ -23,11 +23,3 @@ def block_cosine(M: torch.Tensor, mask: torch.Tensor) -> float:
         cos.append(float(torch.trace(B) / (B.norm() * math.sqrt(B.shape[0]) + 1e-30)))
     return float(np.mean(cos))
 
-
-def construction_block_mass(N: int = 100, alpha: float = 64.0) -> float:
-    """The hand-set Lemma-11 model's block mass (1 by construction; a check of the metric)."""
-    from ..constructions.qstr import block_mask, build
-    from ..tasks.qstr import QSTR
-
-    task = QSTR(N=N, q=1, d=10, link="linear")
-    return block_mass(build(task, alpha).qk_matrix(), block_mask(task))

@@ -107,10 +107,10 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         from ..runs.tracking import check_tracker
 
         check_tracker(a.log)
-    from ..runs.sweep import parse_set
+    from ..experiments.plan import parse_set
 
     if a.dry_run:
-        from ..runs.sweep import from_experiment
+        from ..experiments.plan import from_experiment
         from .sweep import print_costs
 
         from ..experiments.reproduce import default_out

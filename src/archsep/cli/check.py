@@ -29,7 +29,7 @@ def add_parsers(sub) -> None:
 
 
 def _params(items: list[str], flag: str) -> dict[str, Any]:
-    from ..runs.sweep import parse_set
+    from ..experiments.plan import parse_set
 
     try:
         return parse_set(items)

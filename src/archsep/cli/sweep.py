@@ -73,7 +73,7 @@ def check_executor(a: argparse.Namespace) -> None:
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from ..runs import sweep as sw
+    from ..experiments import plan
     from ..runs.runner import run_configs
     from . import scale_of
 
@@ -82,7 +82,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         from ..runs.tracking import check_tracker
 
         check_tracker(a.log)
-    s = sw.load(a.spec, scale_of(a), a.device, sw.parse_set(a.set))
+    s = plan.load(a.spec, scale_of(a), a.device, plan.parse_set(a.set))
     if a.print_toml:
         sys.stdout.write(s.source)
         return 0
@@ -221,7 +221,7 @@ def _parquet_table(rows: list[dict], columns: list[str]):
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from ..reporting.report import write_report
+    from ..experiments.report import write_report
 
     _check_dir(a.dir)
     dest = Path(a.output) if a.output else Path(a.dir) / "report.html"

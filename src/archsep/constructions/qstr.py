@@ -15,6 +15,7 @@ from typing import Sequence
 
 import torch
 
+from ..analysis.attention import block_mass
 from ..models.transformer_b import TransformerB, TransformerBConfig
 from ..tasks.qstr import QSTR
 from .base import CONSTRUCTIONS, Construction
@@ -263,3 +264,9 @@ class QSTRConstruction(Construction):
             ax.axhline(1.0, color="gray", ls=":", lw=1)
             ax.legend()
         return save(fig, stem)
+
+
+def construction_block_mass(N: int = 100, alpha: float = 64.0) -> float:
+    """The hand-set Lemma-11 model's block mass (1 by construction; a check of the metric)."""
+    task = QSTR(N=N, q=1, d=10, link="linear")
+    return block_mass(build(task, alpha).qk_matrix(), block_mask(task))

@@ -140,7 +140,7 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
     run_s: dict[str, tuple[float, float]] = {}
     t0 = time.perf_counter()
     for c in configs:
-        label = (c.label or c.arch).split(" [")[0]
+        label = c.arm
         name = c.model_config().short_name()
         a = by_label.setdefault(label, ArchCost(label, name))
         if name not in a.model.split(" .. "):  # one label over several sizes, e.g. heads = q

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import ClassVar
 
+from ..analysis.grid import run_rows
 from ..config import RunConfig
 from ..errors import unknown
 from ..registry import Registry
@@ -75,8 +76,6 @@ class Experiment(abc.ABC):
 
     def table(self, summary: Summary) -> list[dict]:
         """runs.csv: one row per run (an experiment may give one per cell instead)."""
-        from .samples import run_rows
-
         return run_rows(summary.results)
 
 

@@ -37,7 +37,7 @@ FIGURES = tuple(f"{stem}.{ext}" for stem in ("figure", "heatmaps", "val_curves")
 def outputs_name(name: str, scale: str = "full", overrides: dict | None = None) -> str:
     """What one output directory's summary describes: a preset at a scale with its overrides
     (the name of its sweep, less any --only: arms added later belong to the same outputs)."""
-    from ..runs.sweep import override_suffix
+    from .plan import override_suffix
 
     return (name if scale == "full" else f"{name}-{scale}") + override_suffix(overrides)
 
@@ -85,7 +85,7 @@ def reproduce(name: str, scale: str = "full", out: str | Path | None = None, wor
     """Run experiment `name` at `scale` (with `overrides` of every run's fields, e.g.
     {"train.weight_decay": 0.1}; `only` some of its architectures, e.g. ["TF", "FFN"]);
     returns its summary (also written to OUT)."""
-    from ..runs.sweep import from_experiment
+    from .plan import from_experiment
 
     exp = EXPERIMENTS.get(name)()
     exp.check_scale(scale)

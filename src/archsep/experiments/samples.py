@@ -7,20 +7,15 @@ seeds, architectures and training settings) and the separations it claims; see
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
-from ..config import RunConfig, TrainConfig
-from ..analysis.stats import fit_exponent, separation, summarize_point
+from ..analysis.grid import describe_runs, fit_grid, group, label_key
+from ..analysis.stats import separation
+from ..config import PROTOCOL_SUFFIX, RunConfig, TrainConfig
 from ..results import Claim, RunResult, Summary
 from .base import Experiment, claim_lines, run_settings, settings_text
-
-RUN_COLUMNS = ["arch", "N", "seed", "samples", "censored", "diverged", "status", "resolution",
-               "wall_s", "params", "state_size", "best_metric", "run_id"]
-
 
 @dataclass(frozen=True)
 class Arch:
@@ -43,11 +38,8 @@ class Scale:
     protocols: tuple[str, ...] = ("training",)
 
 
-AS_PUBLISHED = " [as published]"
-
-
 def protocol_label(label: str, protocol: str) -> str:
-    return label + (AS_PUBLISHED if protocol == "as-published" else "")
+    return label + PROTOCOL_SUFFIX[protocol]
 
 
 # the settings a summary reads from its runs: name -> config field
@@ -64,34 +56,6 @@ def _largest(v):
 # can fail; "the interval reaches down to 0.5" could not, over a narrow range of N (Figure 1b's
 # N = 25..33 gives intervals about +-0.9 wide at 5 seeds, so almost any result reached 0.5)
 FLAT_ALPHA = 1.0
-
-
-def describe_runs(results: list[RunResult]) -> dict:
-    """What the figures call things: each label's model ("RNN" -> "GRU-500") and the task's
-    metric ("MSE", "error")."""
-    names, metric = {}, None
-    for r in results:
-        lab = (r.config.get("label") or r.config["arch"]).replace(AS_PUBLISHED, "")
-        if lab not in names or metric is None:
-            try:
-                cfg = RunConfig.from_dict(r.config)
-                names.setdefault(lab, cfg.model_config().short_name())
-                metric = metric or cfg.build_task().metric_name
-            except Exception:  # noqa: BLE001 - a plugin not importable here: no names, not a failure
-                pass
-    return {"names": names, "metric": metric or "metric"}  # a task not importable here: no name
-
-
-def run_rows(results: list[RunResult]) -> list[dict]:
-    rows = []
-    for r in results:
-        c = r.config
-        rows.append({"arch": c.get("label") or c["arch"], "N": c["task_params"].get("N"), "seed": c["seed"],
-                     "samples": r.samples, "censored": r.censored, "diverged": r.diverged,
-                     "status": r.status, "resolution": r.resolution, "wall_s": round(r.wall_s, 3),
-                     "params": r.params, "state_size": r.state_size, "best_metric": r.best_metric,
-                     "run_id": r.run_id})
-    return rows
 
 
 class SampleComplexityExperiment(Experiment):
@@ -122,15 +86,12 @@ class SampleComplexityExperiment(Experiment):
                     for a in s.archs for x in s.Ns for seed in range(s.seeds)]
         return out
 
-    def groups(self, results: list[RunResult]) -> dict[str, dict[int, list[RunResult]]]:
-        g: dict[str, dict[int, list[RunResult]]] = defaultdict(lambda: defaultdict(list))
-        for r in results:
-            g[r.config.get("label") or r.config["arch"]][r.config["task_params"][self.axis]].append(r)
-        return g
+    def groups(self, results: list[RunResult]) -> dict:
+        """{curve (label, protocol): {axis value: runs}}."""
+        return group(results, label_key, lambda r: r.config["task_params"][self.axis])
 
     def analyze(self, results: list[RunResult], scale: str) -> Summary:
         s = self.scale(scale)
-        g = self.groups(results)
         # what the runs were made with (a --set changes them), not the preset's defaults
         settings, notes = run_settings(results, SETTINGS, {
             "budget": int(s.train.get("budget", TrainConfig().budget)),
@@ -138,23 +99,11 @@ class SampleComplexityExperiment(Experiment):
             "eval_size": int(s.train.get("eval_size", TrainConfig().eval_size)), "seeds": s.seeds})
         budget = _largest(settings["budget"])
         self.settings = settings  # for claims that name a setting (e.g. Figure 3's threshold)
-        points, fits, samples, censored = [], {}, {}, {}
-        for arch, byN in g.items():
-            samples[arch] = {}
-            cens = censored[arch] = {}
-            for N in sorted(byN):
-                rs = byN[N]
-                point_budget = max((int(b) for r in rs if (b := (r.config.get("train") or {}).get("budget"))),
-                                   default=budget)  # a point's runs share it
-                points.append(summarize_point(arch, N, [r.samples for r in rs], [r.status for r in rs],
-                                              point_budget).to_dict())
-                ok = [r for r in rs if r.status in ("ok", "censored")]
-                samples[arch][N] = np.array([r.samples for r in ok], float)
-                cens[N] = np.array([r.censored for r in ok], bool)
-            fits[arch] = fit_exponent(samples[arch], cens).to_dict()
-        claims = self.claims(points, fits, samples, budget, censored) + self.growth_claims(fits)
+        grid = fit_grid(self.groups(results), budget)
+        claims = self.claims(grid.points, grid.fits, grid.samples, budget, grid.censored) + self.growth_claims(grid.fits)
         Ns = sorted({r.config["task_params"][self.axis] for r in results}) or list(s.Ns)
-        data = {**settings, "Ns": Ns, "fits": fits, "points": points, "notes": notes, **describe_runs(results)}
+        data = {**settings, "Ns": Ns, "fits": grid.fits, "points": grid.points, "notes": notes,
+                **describe_runs(results)}
         return Summary(self.registry_name, scale, data, claims, results)
 
     def claims(self, points, fits, samples, budget, censored=None) -> list[Claim]:
@@ -233,7 +182,7 @@ class SampleComplexityExperiment(Experiment):
         for p in sorted(d["points"], key=lambda p: (p["arch"], p["N"])):
             ci = "n/a" if p["ci"][0] is None else f"[{p['ci'][0]:.0f}, {p['ci'][1]:.0f}]"
             mean = "n/a" if p["mean"] is None else f"{p['mean']:.0f}"
-            pub = self.published.get(p["arch"].replace(AS_PUBLISHED, ""), {}).get(p["N"], "")
+            pub = self.published.get(p["curve"]["arm"] if "curve" in p else p["arch"], {}).get(p["N"], "")
             lines.append(f"  {p['arch']:<6}{p['N']:>4}{mean:>10}{p['median_text']:>10}  {ci:<20}"
                          f"{p['n_censored']:>5}/{p['n_runs']:<3}  {pub}")
         for arch, f in d["fits"].items():
@@ -255,6 +204,3 @@ def _median(points: list[dict], arch: str, N: int) -> float | None:
 def _fmt(x: float | None, budget: int) -> str:
     return f"> {budget}" if x is None else f"{x:.0f}"
 
-
-def _f(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None

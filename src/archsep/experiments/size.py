@@ -188,7 +188,7 @@ class SizeExperiment(Experiment):
         cells = self.cells(scale)
         if not self.overrides:
             return cells
-        from ..runs.sweep import override_plan
+        from .plan import override_plan
 
         flat = override_plan([c for cell in cells for c in cell.runs], self.overrides, self.registry_name)
         out, i = [], 0

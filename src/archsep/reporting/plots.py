@@ -41,6 +41,12 @@ def save(fig, stem: Path) -> list[Path]:
     return paths
 
 
+def _arm(point: dict) -> str:
+    """The arm a point's curve measures (its label without the protocol's suffix), as the
+    analysis keyed it (`archsep.analysis.grid.CurveKey`); a point from before keys: its curve."""
+    return (point.get("curve") or {}).get("arm") or point["arch"]
+
+
 def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | None = None) -> list[Path]:
     """Mean samples-to-threshold vs N (log-log) with bootstrap CIs and the fitted power law
     (alpha and its 95% CI in the legend); runs censored at the budget make the mean a lower
@@ -51,10 +57,11 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | N
 
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     archs = sorted({p["arch"] for p in summary["points"]})
-    bases = sorted({a.replace(" [as published]", "") for a in archs})
+    base_of = {p["arch"]: _arm(p) for p in summary["points"]}
+    bases = sorted(set(base_of.values()))
     colour = {b: f"C{i}" for i, b in enumerate(bases)}
-    for k, arch in enumerate(archs):
-        base = arch.replace(" [as published]", "")
+    for arch in archs:
+        base = base_of[arch]
         alt = base != arch
         pts = sorted((p for p in summary["points"] if p["arch"] == arch and p["mean"] is not None), key=lambda p: p["N"])
         if not pts:

@@ -1,10 +1,6 @@
-"""Statistics over a results store and the self-contained HTML report.
-
-The analysis groups runs into grid points (everything but the seed), and grid points into
-curves (everything but the seed and the scaling variable x, by default task_params.N). Per
-point: mean and Kaplan-Meier median with bootstrap CIs, "> budget" when the median is not
-estimable. Per curve: the exponent of samples ~ x^alpha with a bootstrap CI. Between curves:
-the declared separations (difference of exponents with its CI, and whether it excludes 0).
+"""The self-contained HTML report, rendered: its figures, tables, sections and page. What goes
+into it (the analysis of each sweep, a preset's own summary) is assembled by
+`archsep.experiments.report`; the statistics come from `archsep.analysis.grid`.
 
 The report embeds its figures as base64 PNG, has no script and no external reference, so it
 opens in any browser without a network.
@@ -19,140 +15,16 @@ import math
 import platform
 import sys
 import tempfile
-from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import ArchsepError
-from ..registry import reading
-from ..analysis.stats import fit_exponent, separation, summarize_point
-from ..runs.store import Store, open_store
-from ..runs.sweep import flatten_config
 from ..results import RunResult
+from ..runs.store import Store
 
 SAMPLES_STATUSES = ("ok", "censored")
-
-
-def _flat(r: RunResult) -> dict[str, Any]:
-    from ..config import RunConfig
-
-    try:
-        return flatten_config(RunConfig.from_dict(r.config))
-    except Exception:  # noqa: BLE001 - a stored config this version cannot rebuild: use it raw
-        c = r.config
-        out = {"task": c.get("task"), "arch": c.get("arch"), "label": c.get("label", ""), "seed": c.get("seed")}
-        for t in ("task_params", "model_params", "train"):
-            out.update({f"{t}.{k}": v for k, v in (c.get(t) or {}).items()})
-        return out
-
-
-def _key(v: Any) -> str:
-    return json.dumps(v, sort_keys=True)
-
-
-def analyze(results: list[RunResult] | str | Path, x: str = "task_params.N", separations: list | None = None) -> dict:
-    """Per-point statistics, exponent fits and separation statements (a JSON-safe dict) of
-    `results` (or of every run stored in an output directory): `points` (per curve and x:
-    mean and median samples with CIs, censored counts), `fits` (per curve: the exponent alpha
-    of samples ~ x^alpha with its 95% CI), `separations` (for each (better, worse) label pair:
-    whether worse's exponent is larger, censoring-aware). The names in the runs' configs are
-    data: nothing is imported because of them (`registry.reading`)."""
-    with reading():
-        if isinstance(results, (str, Path)):
-            from .tables import load_results
-
-            results = load_results(results)
-        return _analyze(results, x, separations)
-
-
-def _analyze(results: list[RunResult], x: str, separations: list | None) -> dict:
-    flats = [_flat(r) for r in results]
-    fields = sorted({k for f in flats for k in f} - {"seed", "train.device"})
-    varying = [k for k in fields if len({_key(f.get(k)) for f in flats}) > 1]
-    curve_fields = _curve_fields(flats, varying, x)
-
-    def curve_of(f: dict) -> str:
-        name = f.get("label") or f.get("arch") or "?"
-        if "task" in varying:
-            name = f"{f.get('task')}/{name}"
-        extra = " ".join(f"{k.split('.')[-1]}={f.get(k)}" for k in curve_fields)
-        return f"{name} {extra}".strip()
-
-    pts: dict[str, dict[Any, list[tuple[RunResult, dict]]]] = defaultdict(lambda: defaultdict(list))
-    for r, f in zip(results, flats):
-        pts[curve_of(f)][_key(f.get(x))].append((r, f))
-    points, fits, data, cens_any, cens_flags = [], {}, {}, {}, {}
-    for curve in sorted(pts):
-        data[curve], cens = {}, {}
-        for xk in sorted(pts[curve], key=_x_order):
-            rs = [r for r, _ in pts[curve][xk]]
-            xv = json.loads(xk)
-            budget = max(int(r.config.get("train", {}).get("budget", 0)) for r in rs) or None
-            p = summarize_point(curve, xv, [r.samples for r in rs], [r.status for r in rs], budget).to_dict()
-            p["x"] = xv
-            points.append(p)
-            ok = [r for r in rs if r.status in SAMPLES_STATUSES and r.samples]
-            if isinstance(xv, (int, float)) and not isinstance(xv, bool) and xv > 0 and ok:
-                data[curve][xv] = np.array([r.samples for r in ok], float)
-                cens[xv] = np.array([r.status == "censored" for r in ok], bool)
-        cens_any[curve] = any(c.any() for c in cens.values())
-        cens_flags[curve] = cens
-        if len(data[curve]) >= 2:
-            fits[curve] = fit_exponent(data[curve], cens).to_dict()
-    seps = []
-    for better, worse in separations or []:
-        b, w = _match(better, data), _match(worse, data)
-        if b is None or w is None:
-            seps.append({"better": better, "worse": worse, "held": False,
-                         "text": f"{better} vs {worse}: no data for {'/'.join(n for n, m in ((better, b), (worse, w)) if m is None)}"})
-            continue
-        s = separation(better, data[b], worse, data[w], censored=cens_any[b] or cens_any[w],
-                       censored_a=cens_flags[b], censored_b=cens_flags[w])
-        seps.append(s.to_dict())
-    from ..experiments.samples import describe_runs
-
-    named = describe_runs(results)
-    names = {}  # curve -> its model's name (a curve's runs share their label)
-    for c, by_x in pts.items():
-        cfg = next(iter(by_x.values()))[0][0].config
-        names[c] = named["names"].get((cfg.get("label") or cfg["arch"]).split(" [")[0])
-    return {"x": x, "varying": varying, "points": points, "fits": fits, "separations": seps,
-            "curves": sorted(pts), "curve_fields": curve_fields, "metric": named["metric"],
-            "names": {c: n for c, n in names.items() if n}}
-
-
-def _x_order(key: str) -> tuple:
-    """Numbers in order, then any other stored value (text, lists: a foreign or odd store) by
-    its JSON text, then null: values of mixed types never compare with each other."""
-    v = json.loads(key)
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return (0, v, "")
-    return (2 if v is None else 1, 0, key)
-
-
-def _curve_fields(flats: list[dict], varying: list[str], x: str) -> list[str]:
-    """Varying fields that name a curve beyond its label: those not fixed by (task, label, arch)
-    (an arm's own model_params are part of what its label means)."""
-    out = []
-    for k in varying:
-        if k in (x, "label", "arch", "task", "seed"):
-            continue
-        per: dict[tuple, set] = defaultdict(set)
-        for f in flats:
-            per[(f.get("task"), f.get("label"), f.get("arch"))].add(_key(f.get(k)))
-        if any(len(v) > 1 for v in per.values()):
-            out.append(k)
-    return out
-
-
-def _match(label: str, data: dict) -> str | None:
-    if label in data:
-        return label
-    hits = [c for c in data if c.split(" ")[0].split("/")[-1] == label]
-    return hits[0] if len(hits) == 1 else None
 
 
 # --- figures --------------------------------------------------------------------------------
@@ -191,19 +63,12 @@ def figure_curves(results: list[RunResult], analysis: dict) -> str | None:
     runs = [r for r in results if r.curve]
     if not runs:
         return None
-    flats = {r.run_id: _flat(r) for r in runs}
     curves = analysis["curves"]
     colors = {c: plt.cm.tab10(i % 10) for i, c in enumerate(curves)}
     fig, ax = plt.subplots(figsize=(6, 3.8))
     seen = set()
-    curve_fields = analysis["curve_fields"]
     for r in runs:
-        f = flats[r.run_id]
-        name = f.get("label") or f.get("arch") or "?"
-        if "task" in analysis["varying"]:
-            name = f"{f.get('task')}/{name}"
-        extra = " ".join(f"{k.split('.')[-1]}={f.get(k)}" for k in curve_fields)
-        c = f"{name} {extra}".strip()
+        c = analysis["run_curves"].get(r.run_id, "?")
         xs = [s for s, _ in r.curve]
         ys = [m for _, m in r.curve]
         ax.plot(xs, ys, color=colors.get(c, "k"), alpha=0.6, lw=1, label=None if c in seen else plain(c))
@@ -276,118 +141,7 @@ def environment(rows: list[dict]) -> dict:
     }
 
 
-def build(store: Store) -> tuple[str, dict]:
-    """The report's HTML and its analysis data. Reading never imports (`registry.reading`)."""
-    with reading():
-        return _build(store)
-
-
-def _build(store: Store) -> tuple[str, dict]:
-    rows = store.rows()
-    if not rows:
-        raise ArchsepError(f"DIR: the store '{store.path}' holds no finished runs yet")
-    checked = {r["run_id"]: store.check(r) for r in rows}  # a damaged row: one line naming it
-    by_id = {r["run_id"]: r for r in rows}
-    sweeps = store.sweeps()
-    sections = []
-    all_claims: list[dict] = []
-    analyses = []
-    figures: list[tuple[str, str]] = []
-    # one analysis per sweep (its planned runs); runs outside any sweep form one more group
-    groups: list[tuple[dict | None, list[str]]] = []
-    covered: set[str] = set()
-    for sw in sweeps:
-        ids = [p["run_id"] for p in store.planned(sw["sweep_id"])]
-        covered.update(ids)
-        groups.append((sw, [i for i in ids if i in by_id]))
-    rest = [i for i in by_id if i not in covered]
-    if rest:
-        groups.append((None, rest))
-    import matplotlib
-
-    # labels, names and fields are stored text, from anywhere: none is read as mathtext ('TF $x_$')
-    with matplotlib.rc_context({"text.parse_math": False}):
-        for sw, ids in groups:
-            if not ids:
-                continue
-            results = [checked[i] for i in ids]
-            meta = sw["analysis_data"] if sw else {}
-            title = sw["name"] if sw else "runs outside any sweep"
-            exp = _experiment_of(sw)
-            summary = None
-            if exp is not None:
-                try:
-                    summary = exp.summarize(results, meta.get("scale") or ("quick" if sw["quick"] else "full"),
-                                            meta.get("overrides"))
-                except Exception:  # noqa: BLE001 - runs this preset cannot analyse (names not registered here,
-                    summary = None  # fields it needs missing): the generic analysis below, as for any sweep
-            if summary is not None:  # a preset: its own analysis, claims, figures and text
-                claims = [{**c.to_dict(), "source": title} for c in summary.claims]
-                figs = _experiment_figures(exp, summary)
-                curves = figure_curves(results, analyze(results))
-                figs += [(f"{title}: held-out metric against samples", curves)] if curves else []
-                analyses.append({"sweep": title, "summary": summary.to_dict()})
-                sections.append(_experiment_section(sw, title, exp, summary, figs, results, by_id))
-            else:
-                a = analyze(results, meta.get("x", "task_params.N"), meta.get("separations"))
-                claims = [{"text": s["text"], "held": s["held"], "source": title,
-                           "verdict": _verdict(s)} for s in a["separations"]]
-                thr = ", ".join(sorted({str(r.config.get("train", {}).get("threshold")) for r in results}))
-                figs = [(f"{title}: samples to threshold ({thr}) against {a['x']}", figure_samples(a, thr)),
-                        (f"{title}: held-out metric against samples", figure_curves(results, a))]
-                figs = [f for f in figs if f[1]]
-                analyses.append({"sweep": title, **a})
-                sections.append(_sweep_section(sw, title, a, figs, results, by_id))
-            all_claims += claims
-            figures += figs
-    data = {"claims": all_claims, "analyses": analyses, "environment": environment(rows),
-            "status": store.status()}
-    return _page(store, data, sections), data
-
-
-def _experiment_of(sw: dict | None):
-    """The registered experiment a sweep was planned from, if any (and if still known)."""
-    if not sw or not sw.get("preset"):
-        return None
-    from ..experiments import EXPERIMENTS
-
-    try:
-        return EXPERIMENTS.get(sw["preset"])()
-    except ArchsepError:
-        return None
-
-
-def _experiment_figures(exp, summary) -> list[tuple[str, str]]:
-    out = []
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            paths = exp.figures(summary, Path(tmp))
-        except Exception:  # noqa: BLE001 - partial data an experiment cannot draw yet: report without it
-            return []
-        for p in paths:
-            if p.suffix == ".png":
-                out.append((f"{summary.experiment} ({summary.scale}): {p.stem}", base64.b64encode(p.read_bytes()).decode()))
-    return out
-
-
-def _experiment_section(sw: dict, title: str, exp, summary, figs: list, results: list[RunResult], by_id: dict) -> str:
-    out = [f"<h2>{_e(title)}</h2>",
-           f"<p>preset <code>{_e(summary.experiment)}</code> at scale <code>{_e(summary.scale)}</code>: "
-           f"{_e(exp.description)}; sweep id <code>{_e(sw['sweep_id'])}</code>, {len(results)} finished run(s)</p>"]
-    for cap, b64 in figs:
-        out.append(f"<figure><img class='fig' alt='{_e(cap)}' src='data:image/png;base64,{b64}'>"
-                   f"<figcaption>{_e(cap)}</figcaption></figure>")
-    out.append(f"<h3>Summary</h3><pre>{_e(exp.summary_text(summary))}</pre>")
-    from ..experiments.samples import SampleComplexityExperiment
-
-    if isinstance(exp, SampleComplexityExperiment):  # the same statistics any sweep gets
-        out.append(_samples_tables(analyze(results, f"task_params.{exp.axis}", [list(s) for s in exp.separations])))
-    out.append(_runs_table(results, by_id))
-    out.append(f"<details><summary>sweep file</summary><pre>{_e(sw['source'])}</pre></details>")
-    return "\n".join(out)
-
-
-def _sweep_section(sw: dict | None, title: str, a: dict, figs: list, results: list[RunResult],
+def sweep_section(sw: dict | None, title: str, a: dict, figs: list, results: list[RunResult],
                    by_id: dict) -> str:
     out = [f"<h2>{_e(title)}</h2>"]
     if sw:
@@ -427,6 +181,22 @@ def _samples_tables(a: dict) -> str:
     return "\n".join(out)
 
 
+def experiment_section(title: str, lead: str, figs: list, summary_text: str, tables: dict | None,
+                       results: list[RunResult], by_id: dict, source: str) -> str:
+    """A preset's section: its figures, its own summary text, the statistics any sweep gets
+    (`tables`, when it measures samples) and its runs."""
+    out = [f"<h2>{_e(title)}</h2>", f"<p>{_e(lead)}</p>"]
+    for cap, b64 in figs:
+        out.append(f"<figure><img class='fig' alt='{_e(cap)}' src='data:image/png;base64,{b64}'>"
+                   f"<figcaption>{_e(cap)}</figcaption></figure>")
+    out.append(f"<h3>Summary</h3><pre>{_e(summary_text)}</pre>")
+    if tables is not None:
+        out.append(_samples_tables(tables))
+    out.append(_runs_table(results, by_id))
+    out.append(f"<details><summary>sweep file</summary><pre>{_e(source)}</pre></details>")
+    return "\n".join(out)
+
+
 def _runs_table(results: list[RunResult], by_id: dict) -> str:
     out = []
     out.append("<h3>Runs</h3>")
@@ -447,19 +217,19 @@ def _runs_table(results: list[RunResult], by_id: dict) -> str:
     return "\n".join(out)
 
 
-def _verdict(c: dict) -> str:
+def verdict(c: dict) -> str:
     if c["held"] is None or c.get("blocked"):
         return "no verdict"
     return "held" if c["held"] else "did not hold"
 
 
 def _held(c: dict) -> str:
-    v = c.get("verdict") or _verdict(c)
+    v = c.get("verdict") or verdict(c)
     cls = {"held": "held", "no verdict": "noverdict"}.get(v, "nothold")
     return f"<span class='{cls}'>{v}</span>"
 
 
-def _page(store: Store, data: dict, sections: list[str]) -> str:
+def page(store: Store, data: dict, sections: list[str]) -> str:
     st = data["status"]
     counts = ", ".join(f"{k}: {v}" for k, v in st["by_status"].items())
     claims = data["claims"]
@@ -482,21 +252,3 @@ def _page(store: Store, data: dict, sections: list[str]) -> str:
 {env}
 </body></html>
 """
-
-
-def write_report(out_dir: str | Path, dest: str | Path) -> Path:
-    """Build the report of OUT's store and write it to `dest` (checked first: never the store, a
-    directory, a link or a device; written atomically, see archsep.fileio)."""
-    from ..fileio import atomic_write, check_output
-
-    store = open_store(out_dir, create=False)
-    try:
-        check_output(dest, "-o", allow=("report.html",), example="report.html")  # before the report is built
-    except ArchsepError:
-        store.close()
-        raise
-    try:
-        text, _ = build(store)
-    finally:
-        store.close()
-    return atomic_write(dest, text, "-o", allow=("report.html",), example="report.html")

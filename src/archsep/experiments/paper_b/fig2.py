@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ...analysis.attention import block_cosine, block_mass, construction_block_mass
+from ...analysis.attention import block_cosine, block_mass
+from ...constructions.qstr import block_mask, construction_block_mass
 from ...config import RunConfig, TrainConfig
 from ...results import Claim, RunResult, Summary
 from ..base import EXPERIMENTS, Experiment, claim_lines, run_settings
@@ -33,8 +34,6 @@ class Fig2Scale:
 
 def _mask(cfg: RunConfig) -> torch.Tensor:
     """The predicted support of W_Q W_K^T for this run's task instance, one slab per head."""
-    from ...constructions.qstr import block_mask
-
     task = cfg.build_task()
     mask = block_mask(task)
     heads = cfg.model_config().params().get("heads", 1)
