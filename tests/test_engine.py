@@ -281,6 +281,29 @@ def test_runs_stored_before_the_new_fields_keep_their_ids(make, old_id):
     assert not {"keep_best", "test_size", "train_set_size", "probe"} & set(c.canonical()["train"])
 
 
+@pytest.mark.parametrize("make, old_id", OLD_IDS)
+def test_renamed_models_keep_their_run_ids(make, old_id):
+    """'tf' became 'tf-b', 'rnn' 'rnn-b', 'dss' 's4d': either spelling is the same run."""
+    from archsep.models import MODELS
+
+    c = make()
+    renamed = dataclasses.replace(c, arch=MODELS.aliases().get(c.arch, c.arch))
+    assert renamed.run_id == c.run_id == old_id
+    assert MODELS.get(renamed.arch) is MODELS.get(c.arch)
+
+
+@pytest.mark.parametrize("old, new", [("tf", "tf-b"), ("rnn", "rnn-b"), ("dss", "s4d")])
+def test_every_renamed_model_resolves_and_keeps_ids(old, new):
+    from archsep.models import MODELS
+
+    assert MODELS.aliases()[old] == new and new in MODELS.names() and old not in MODELS.names()
+    task = ("qstr", {"N": 3}) if old != "dss" else ("index-lookup", {"N": 4})
+    a, b = (RunConfig(task[0], name, task[1], {}, TrainConfig(budget=640)) for name in (old, new))
+    assert a.run_id == b.run_id and a.canonical()["arch"] == old
+    other = RunConfig(task[0], "ffn", task[1], {}, TrainConfig(budget=640))
+    assert other.run_id != a.run_id  # the identity still names the model
+
+
 @pytest.mark.parametrize("field, value", [("keep_best", True), ("test_size", 100), ("train_set_size", 128),
                                           ("probe", True)])
 def test_a_new_field_away_from_its_default_is_part_of_the_identity(field, value):

@@ -9,7 +9,7 @@ executors, the SQLite store, sweep files) -> analysis -> reporting; experiments/
 per figure, constructions/ the theory's hand-set weights.
 
     from archsep import RunConfig, TrainConfig, run_configs
-    cfgs = [RunConfig("qstr", "tf", {"N": 8}, {"heads": 1}, TrainConfig(threshold=0.7), seed=s) for s in range(3)]
+    cfgs = [RunConfig("qstr", "tf-b", {"N": 8}, {"heads": 1}, TrainConfig(threshold=0.7), seed=s) for s in range(3)]
     results = run_configs(cfgs, out_dir="results/example")   # stored; a rerun reuses them
 
     df = load("results/example")                             # every stored run, a pandas DataFrame

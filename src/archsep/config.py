@@ -179,9 +179,9 @@ class RunConfig:
     def canonical(self) -> dict:
         return {
             "format": FORMAT_VERSION,
-            "task": self.task,
+            "task": TASKS.identity(self.task),
             "task_params": self.build_task().params(),
-            "arch": self.arch,
+            "arch": MODELS.identity(self.arch),
             "model_params": self.model_config().params(),
             "train": {k: v for k, v in ((f.name, getattr(self.train, f.name)) for f in dataclasses.fields(self.train))
                       if k != "device" and _LATER_TRAIN_FIELDS.get(k, object()) != v},  # scalars: no deep copy

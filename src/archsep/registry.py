@@ -52,15 +52,23 @@ class Registry(Generic[T]):
         self.kind = kind
         self.base = base  # what an import string must name
         self._items: dict[str, type[T]] = {}
+        self._aliases: dict[str, str] = {}  # an earlier name -> the name it was renamed to
 
-    def register(self, name: str) -> Callable[[type[T]], type[T]]:
+    def register(self, name: str, aliases: tuple[str, ...] = ()) -> Callable[[type[T]], type[T]]:
+        """Register a class under `name`. `aliases` are its earlier names, oldest first: they
+        keep resolving to it, and the oldest stays its name in run ids (`identity`), so runs
+        stored before a rename keep their ids."""
         def deco(cls: type[T]) -> type[T]:
-            old = self._items.get(name)
-            if old is not None and not _same_class(old, cls):
-                raise ArchsepError(f"{self.kind} '{name}' is already registered to {old.__module__}.{old.__qualname__}; "
-                                   f"register {cls.__module__}.{cls.__qualname__} under another name")
+            for n in (name, *aliases):
+                old = self._items.get(self._aliases.get(n, n))
+                if old is not None and not _same_class(old, cls):
+                    raise ArchsepError(f"{self.kind} '{n}' is already registered to {old.__module__}."
+                                       f"{old.__qualname__}; register {cls.__module__}.{cls.__qualname__} under "
+                                       "another name")
             self._items[name] = cls
+            self._aliases.update({a: name for a in aliases})
             cls.registry_name = name  # type: ignore[attr-defined]
+            cls.identity_name = aliases[0] if aliases else name  # type: ignore[attr-defined]
             from . import plugins
 
             plugins.note(cls.__module__)  # workers import it too
@@ -74,11 +82,25 @@ class Registry(Generic[T]):
         plugins.load_entry_points()
         return sorted(self._items)
 
+    def aliases(self) -> dict[str, str]:
+        """{earlier name: current name} of renamed entries."""
+        return dict(self._aliases)
+
     def known(self, name: object) -> type[T] | None:
         """The class registered under `name` right now, or None: never imports anything."""
-        return self._items.get(name) if isinstance(name, str) else None
+        return self._items.get(self._aliases.get(name, name)) if isinstance(name, str) else None
+
+    def identity(self, name: str) -> str:
+        """The name a run id is made with: an entry's oldest name (an alias after a rename), so
+        that 'tf' and 'tf-b' are one run; any other name (an import string included) as given."""
+        current = self._aliases.get(name, name)
+        cls = self._items.get(current)
+        if cls is None or getattr(cls, "registry_name", None) != current:
+            return name
+        return getattr(cls, "identity_name", name)
 
     def get(self, name: str) -> type[T]:
+        name = self._aliases.get(name, name)
         if name not in self._items:
             from . import plugins
 

@@ -106,11 +106,11 @@ DEFAULT_TASKS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 # Parameters the model checks use unless the caller sets them:
 CHECK_PARAMS: dict[str, dict[str, Any]] = {
-    "rnn": {"hidden": 32},  # the default bidirectional GRU-500 (paper B) takes ~80 ms a step on one core
+    "rnn-b": {"hidden": 32},  # the default bidirectional GRU-500 (paper B) takes ~80 ms a step on one core
 }
 # Configs that need an embedding width for token inputs: their `embed` defaults to None (the
 # paper-B form on qSTR vectors), and `input_layer` refuses token ids without a width.
-TOKEN_PARAMS: dict[str, dict[str, Any]] = {"ffn": {"embed": 16}, "tf": {"embed": 16}}
+TOKEN_PARAMS: dict[str, dict[str, Any]] = {"ffn": {"embed": 16}, "tf-b": {"embed": 16}}
 
 
 class _Failed(Exception):

@@ -81,7 +81,7 @@ def mamba(widths: tuple[int, ...] = (64,), only: dict | None = None, **kw) -> Si
 
 
 def dss(widths: tuple[int, ...] = (64,)) -> SizeArch:
-    return SizeArch("DSS", "dss", {"layers": 1}, widths)
+    return SizeArch("DSS", "s4d", {"layers": 1}, widths)
 
 
 @dataclass(frozen=True)

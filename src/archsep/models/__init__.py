@@ -10,7 +10,7 @@ from typing import Any
 from .base import ModelConfig, SeqModel
 from .registry import MODELS
 from . import ffn, rnn, transformer_b  # noqa: F401  (registers)
-from . import dss, mamba, transformer  # noqa: F401  (paper A; registers)
+from . import mamba, s4d, transformer  # noqa: F401  (paper A; registers)
 
 
 def make_model_config(arch: str, **params: Any) -> ModelConfig:

@@ -39,7 +39,7 @@ class RNN(SeqModel):
         return self.layers * self.dirs * self.hidden * (2 if self.cell == "lstm" else 1)
 
 
-@MODELS.register("rnn")
+@MODELS.register("rnn-b", aliases=("rnn",))  # paper B's RNN; "rnn" until renamed
 @dataclass(frozen=True)
 class RNNConfig(ModelConfig):
     """Default: bidirectional GRU of hidden size 500, as the authors ran paper B (which states 500*q)."""

@@ -100,7 +100,7 @@ class TransformerB(SeqModel):
         return self.mlp(o.permute(0, 2, 1, 3).flatten(2))  # (B, L, H*D) into the MLP
 
 
-@MODELS.register("tf")
+@MODELS.register("tf-b", aliases=("tf",))  # paper B's attention layer; "tf" until renamed
 @dataclass(frozen=True)
 class TransformerBConfig(ModelConfig):
     """Paper-B Transformer. form='authors' (the authors' code: scaled, biases, output projection)

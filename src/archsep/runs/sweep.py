@@ -9,7 +9,7 @@
     train = { budget = 4000, eval_size = 200 }
     [[arms]]                      # alternatives that change several fields together
     label = "TF"
-    arch = "tf"
+    arch = "tf-b"
     model_params = { mlp_width = 32 }
     [[arms]]
     label = "FFN"

@@ -15,10 +15,10 @@ from __future__ import annotations
 from ..base import EXPERIMENTS
 from ..samples import Arch, SampleComplexityExperiment, Scale
 
-TF = Arch("TF", "tf", {"heads": 1, "mlp_width": 100, "form": "authors"})
+TF = Arch("TF", "tf-b", {"heads": 1, "mlp_width": 100, "form": "authors"})
 FFN = Arch("FFN", "ffn", {})  # paper sizes [N*d*q, 1000]
-GRU = Arch("RNN", "rnn", {"cell": "gru", "hidden": 500})  # what the authors ran
-GRU_SMALL = Arch("RNN", "rnn", {"cell": "gru", "hidden": 64})  # quick: same cell, 1/8 the width
+GRU = Arch("RNN", "rnn-b", {"cell": "gru", "hidden": 500})  # what the authors ran
+GRU_SMALL = Arch("RNN", "rnn-b", {"cell": "gru", "hidden": 64})  # quick: same cell, 1/8 the width
 
 CODE = {"lr": 1e-3, "weight_decay": 0.01, "batch_size": 64}  # the authors' code
 # the authors' evaluation schedules: every 10 steps for Figure 1a, every 100 for Figure 1b. The

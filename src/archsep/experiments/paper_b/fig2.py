@@ -63,7 +63,7 @@ class Fig2(Experiment):
                             budget=s.steps * s.batch_size, threshold=0.01, stop_at_threshold=False,
                             eval_every=s.log_every, eval_size=s.test_size, eval_mode="every",
                             train_set_size=s.train_size, probe=True, device=device)
-        return [RunConfig("qstr", "tf", {"N": s.N, **s.task}, dict(s.model), train, seed, "TF")
+        return [RunConfig("qstr", "tf-b", {"N": s.N, **s.task}, dict(s.model), train, seed, "TF")
                 for seed in range(s.seeds)]
 
     def analyze(self, results: list[RunResult], scale: str) -> Summary:

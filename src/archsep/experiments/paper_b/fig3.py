@@ -15,7 +15,7 @@ class Fig3(SampleComplexityExperiment):
     description = "qSTR, hermite2 link, N=7: samples to test MSE < 0.88 as q grows (TF with H = q heads)"
     runtime = {"quick": "about 3 min (2 CPU cores)", "full": "about 4 min (2 CPU cores)"}
     axis = "q"
-    TF = Arch("TF", "tf", {"mlp_width": 100})
+    TF = Arch("TF", "tf-b", {"mlp_width": 100})
     common = {"lr": 1e-4, "weight_decay": 0.1, "batch_size": 64, "threshold": 0.88}
     full = Scale(Ns=(1, 2, 3, 4, 5), seeds=5, archs=(TF,),
                  train={**common, "budget": 2_000_000, "eval_size": 5000},

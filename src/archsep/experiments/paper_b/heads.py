@@ -46,7 +46,7 @@ class Heads(Experiment):
     def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
         s = self.scale(scale)
         train = TrainConfig(**{**s.train, "device": device})
-        return [RunConfig("qstr", "tf", {"N": s.N, "q": q, "d": s.d, "link": "norm2", "distribution": "prop3"},
+        return [RunConfig("qstr", "tf-b", {"N": s.N, "q": q, "d": s.d, "link": "norm2", "distribution": "prop3"},
                           {"heads": H, "mlp_width": s.mlp_width}, train, seed, f"q{q}-H{H}")
                 for q in s.qs for H in range(1, q + 2) for seed in range(s.seeds)]
 

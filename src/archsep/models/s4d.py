@@ -73,8 +73,8 @@ class S4DKernel(nn.Module):
         return 2 * (C * s).sum(-1).real + self.D * u_t, s
 
 
-class DSS(SeqModel):
-    def __init__(self, cfg: DSSConfig, spec: TaskSpec):
+class S4D(SeqModel):
+    def __init__(self, cfg: S4DConfig, spec: TaskSpec):
         super().__init__()
         self.cfg = cfg
         layers, width, d_state = cfg.layers, cfg.width, cfg.d_state
@@ -109,9 +109,9 @@ class DSS(SeqModel):
         return self.layers * self.width * 2 * self.d_state  # complex = 2 floats
 
 
-@MODELS.register("dss")
+@MODELS.register("s4d", aliases=("dss",))  # "dss" until it was named for what it is
 @dataclass(frozen=True)
-class DSSConfig(ModelConfig):
+class S4DConfig(ModelConfig):
     """Diagonal LTI SSM (S4D-Lin): `layers` blocks of width `width`, d_state complex modes per
     channel, steps Δ initialised log-uniform in [dt_min, dt_max]. mode: fft | sequential."""
 
@@ -132,5 +132,5 @@ class DSSConfig(ModelConfig):
     def short_name(self) -> str:
         return f"DSS-{self.width}"
 
-    def build(self, spec: TaskSpec) -> DSS:
-        return DSS(self, spec)
+    def build(self, spec: TaskSpec) -> S4D:
+        return S4D(self, spec)
