@@ -21,7 +21,6 @@ import tempfile
 import time
 import typing
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -106,18 +105,6 @@ def versions() -> dict[str, str]:
 
 def _dumps(x: Any) -> str:
     return json.dumps(json_safe(x), sort_keys=True, allow_nan=False)
-
-
-@dataclass
-class StoredRun:
-    """A row of `runs`, with the RunResult it holds."""
-
-    result: RunResult
-    row: dict
-
-    @property
-    def run_id(self) -> str:
-        return self.result.run_id
 
 
 def record(result: RunResult, started_at: str | None = None, device: str | None = None) -> dict:
@@ -547,9 +534,6 @@ class Store:
                 f"WHERE runs.status = 'error' AND excluded.status != 'error'",
                 [row[c] for c in RESULT_COLUMNS])
             return cur.rowcount > 0
-
-    def add_result(self, result: RunResult) -> bool:
-        return self.add(record(result))
 
     def register_sweep(self, sweep_id: str, name: str, source: str, configs: Iterable[tuple[str, dict]],
                        preset: str | None = None, quick: bool = False, analysis: dict | None = None) -> None:
