@@ -9,11 +9,19 @@ from typing import Iterable
 
 class ArchsepError(Exception):
     """A mistake in the user's input (parameters, configs, paths) or a damaged file. Never a bug.
-    `field` names what was wrong where the raiser knows it (e.g. 'config.seed')."""
+    `field` names what was wrong where the raiser knows it (e.g. 'config.seed', 'out'), as data;
+    `detail` is the message without it (`ArchsepError.at`). The library's text names fields by
+    their library names; the CLI shows a field that is a flag by its flag (`cli.FLAG_OF`)."""
 
-    def __init__(self, *args: object, field: str | None = None):
+    def __init__(self, *args: object, field: str | None = None, detail: str | None = None):
         super().__init__(*args)
         self.field = field
+        self.detail = detail
+
+    @classmethod
+    def at(cls, field: str, detail: str) -> ArchsepError:
+        """'field: detail', with both kept as data."""
+        return cls(f"{field}: {detail}", field=field, detail=detail)
 
 
 def shown(text: object, limit: int = 200) -> str:
@@ -32,15 +40,13 @@ def closest(name: str, allowed: Iterable[str]) -> str:
 
 def unknown(field: str, value: object, allowed: Iterable[str]) -> ArchsepError:
     allowed = sorted(allowed)
-    return ArchsepError(
-        f"{field}: unknown value '{value}'{closest(str(value), allowed)}; allowed: {', '.join(allowed)}"
-    )
+    return ArchsepError.at(field, f"unknown value '{value}'{closest(str(value), allowed)}; allowed: {', '.join(allowed)}")
 
 
 def check(cond: bool, field: str, message: str) -> None:
     """Raise an ArchsepError naming `field` unless `cond`."""
     if not cond:
-        raise ArchsepError(f"{field}: {message}", field=field)
+        raise ArchsepError.at(field, message)
 
 
 _CONTROL = ("Cc", "Cf", "Zl", "Zp")

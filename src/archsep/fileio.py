@@ -51,47 +51,47 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def check_output(dest: str | Path, field: str = "-o", allow: tuple[str, ...] = (), example: str = "out.csv") -> Path:
+def check_output(dest: str | Path, field: str = "dest", allow: tuple[str, ...] = (), example: str = "out.csv") -> Path:
     """`dest` if archsep may write it: a new name or an existing regular file that is no store
     and none of archsep's own files beside a store (except those in `allow`). One ArchsepError
     naming `field` otherwise."""
     dest = Path(dest)
     if dest.name in ("", ".", "..") or str(dest).endswith(os.sep):
-        raise ArchsepError(f"{field}: '{dest}' is a directory; give a file name, e.g. {dest / example}")
+        raise ArchsepError.at(field, f"'{dest}' is a directory; give a file name, e.g. {dest / example}")
     if is_store_file(dest.name):
-        raise ArchsepError(f"{field}: '{dest}' is a results store's file; writing there would destroy every run "
+        raise ArchsepError.at(field, f"'{dest}' is a results store's file; writing there would destroy every run "
                            "in it; give another file name")
     parent = dest.parent
     if not parent.is_dir():
-        raise ArchsepError(f"{field}: directory '{parent}' does not exist")
+        raise ArchsepError.at(field, f"directory '{parent}' does not exist")
     if dest.name in OWNED and dest.name not in allow and (parent / DB_NAME).exists():
-        raise ArchsepError(f"{field}: '{dest}' is the {dest.name} archsep writes beside the store in '{parent}'; "
+        raise ArchsepError.at(field, f"'{dest}' is the {dest.name} archsep writes beside the store in '{parent}'; "
                            "give another file name")
     try:
         st = os.lstat(dest)
     except FileNotFoundError:
         return dest
     except OSError as e:
-        raise ArchsepError(f"{field}: cannot write '{dest}': {e.strerror or e}") from None
+        raise ArchsepError.at(field, f"cannot write '{dest}': {e.strerror or e}") from None
     if stat.S_ISLNK(st.st_mode):
-        raise ArchsepError(f"{field}: '{dest}' is a symbolic link; archsep does not write through links "
+        raise ArchsepError.at(field, f"'{dest}' is a symbolic link; archsep does not write through links "
                            "(give the path of a new or regular file)")
     if stat.S_ISDIR(st.st_mode):
-        raise ArchsepError(f"{field}: '{dest}' is a directory; give a file name, e.g. {dest / example}")
+        raise ArchsepError.at(field, f"'{dest}' is a directory; give a file name, e.g. {dest / example}")
     if not stat.S_ISREG(st.st_mode):
-        raise ArchsepError(f"{field}: '{dest}' is {_kind(st.st_mode)}; archsep writes only new or regular files")
+        raise ArchsepError.at(field, f"'{dest}' is {_kind(st.st_mode)}; archsep writes only new or regular files")
     for s in STORE_SUFFIXES:  # another name for the store beside it (a hard link)
         other = parent / (DB_NAME + s)
         with contextlib.suppress(OSError):
             if os.path.samefile(other, dest):
-                raise ArchsepError(f"{field}: '{dest}' is the results store '{other}'; give another file name")
+                raise ArchsepError.at(field, f"'{dest}' is the results store '{other}'; give another file name")
     try:
         with open(dest, "rb") as f:
             head = f.read(len(SQLITE_MAGIC))
     except OSError:
         head = b""
     if head == SQLITE_MAGIC:
-        raise ArchsepError(f"{field}: '{dest}' is a SQLite database (a results store?); archsep does not "
+        raise ArchsepError.at(field, f"'{dest}' is a SQLite database (a results store?); archsep does not "
                            "overwrite one; give another file name")
     return dest
 
@@ -130,7 +130,7 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write(dest: str | Path, data: Data, field: str = "-o", allow: tuple[str, ...] = (),
+def atomic_write(dest: str | Path, data: Data, field: str = "dest", allow: tuple[str, ...] = (),
                  binary: bool | None = None, newline: str | None = None, example: str = "out.csv") -> Path:
     """Write `data` (text, bytes, or a function given the open file) to `dest` atomically: the
     checks of `check_output`, an unpredictable temporary file beside it, renamed over it; the
@@ -158,7 +158,7 @@ def atomic_write(dest: str | Path, data: Data, field: str = "-o", allow: tuple[s
             os.replace(tmp, dest)
             tmp = None
         except OSError as e:
-            raise ArchsepError(f"{field}: cannot write '{dest}': {e.strerror or e}") from None
+            raise ArchsepError.at(field, f"cannot write '{dest}': {e.strerror or e}") from None
         finally:
             if tmp is not None:
                 with contextlib.suppress(OSError):
@@ -190,7 +190,7 @@ def make_dirs(path: str | Path, field: str = "out") -> list[Path]:
             created.append(d)
     except OSError as e:
         remove_dirs(created)
-        raise ArchsepError(f"{field}: cannot write to '{path}': {e.strerror or e}") from None
+        raise ArchsepError.at(field, f"cannot write to '{path}': {e.strerror or e}") from None
     return created
 
 
@@ -217,7 +217,7 @@ def check_component(name: str, field: str) -> str:
     elif len(name) > 200:
         why = "is longer than 200 characters"
     if why:
-        raise ArchsepError(f"{field}: {name!r} would name the output directory and {why}; "
+        raise ArchsepError.at(field, f"{name!r} would name the output directory and {why}; "
                            "use letters, digits and '_.+-=,' (or give --out)")
     return name
 

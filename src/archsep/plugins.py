@@ -71,17 +71,17 @@ def load(spec: str, base: str | Path | None = None, field: str = "imports") -> s
             path = Path(base) / path
         path = path.resolve()
         if not path.exists():
-            raise ArchsepError(f"{field}: plugin file '{spec}' does not exist")
+            raise ArchsepError.at(field, f"plugin file '{spec}' does not exist")
         if path.is_dir() and not (path / "__init__.py").exists():
-            raise ArchsepError(f"{field}: '{spec}' is a directory without __init__.py, not a Python package")
+            raise ArchsepError.at(field, f"'{spec}' is a directory without __init__.py, not a Python package")
         name = path.stem if path.is_file() else path.name
         if not name.isidentifier():
-            raise ArchsepError(f"{field}: plugin file '{spec}': '{name}' is not a valid module name; rename it")
+            raise ArchsepError.at(field, f"plugin file '{spec}': '{name}' is not a valid module name; rename it")
         _add_path(str(path.parent))
         module = _import(name, spec, field)
         got = Path(getattr(module, "__file__", "") or "").resolve()
         if got not in (path, path / "__init__.py"):
-            raise ArchsepError(f"{field}: plugin '{spec}' would be imported as module '{name}', but that name is "
+            raise ArchsepError.at(field, f"plugin '{spec}' would be imported as module '{name}', but that name is "
                                f"already taken by {got or 'a built-in module'}; rename the file")
     else:
         name = spec
@@ -94,11 +94,11 @@ def _import(name: str, spec: str, field: str):
     try:
         return importlib.import_module(name)
     except ArchsepError as e:  # e.g. a plugin registering a different class under a taken name
-        raise ArchsepError(f"{field}: plugin '{spec}': {e}") from None
+        raise ArchsepError.at(field, f"plugin '{spec}': {e}") from None
     except SystemExit as e:  # sys.exit() at import: an error naming the plugin, not archsep's exit
-        raise ArchsepError(f"{field}: plugin '{spec}' called sys.exit({e.code!r}) while being imported") from None
+        raise ArchsepError.at(field, f"plugin '{spec}' called sys.exit({e.code!r}) while being imported") from None
     except Exception as e:  # noqa: BLE001 - the user's code: any error is one line naming it
-        raise ArchsepError(f"{field}: cannot import plugin '{spec}': {_one_line(e)}") from None
+        raise ArchsepError.at(field, f"cannot import plugin '{spec}': {_one_line(e)}") from None
 
 
 def _add_path(directory: str) -> None:
@@ -137,14 +137,14 @@ def resolve(name: str, field: str):
     """The object an import string 'package.module:Attr' names (importing the module)."""
     mod_name, _, attr = name.partition(":")
     if not mod_name or not attr:
-        raise ArchsepError(f"{field}: '{name}' is not an import string 'package.module:Class'")
+        raise ArchsepError.at(field, f"'{name}' is not an import string 'package.module:Class'")
     if importlib.util.find_spec(mod_name.split(".")[0]) is None:
         _add_path(os.getcwd())  # as `python -m` would: a module beside the user finds itself
     module = _import(mod_name, mod_name, field)
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ArchsepError(f"{field}: module '{mod_name}' has no attribute '{attr}'")
+            raise ArchsepError.at(field, f"module '{mod_name}' has no attribute '{attr}'")
         obj = getattr(obj, part)
     note(mod_name)
     return obj

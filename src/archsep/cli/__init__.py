@@ -152,14 +152,17 @@ from ..constructions.cli import cmd_construct  # noqa: E402
 COMMANDS["construct"] = cmd_construct
 
 
-FLAGS = ("out", "executor", "address", "workers", "set", "format", "scale", "import", "only", "log")  # fields the CLI sets by flag
+# the library's field names (ArchsepError.field) that the command line sets by a flag or an argument
+FLAG_OF = {"out": "--out", "executor": "--executor", "address": "--address", "workers": "--workers",
+           "set": "--set", "format": "--format", "scale": "--scale", "import": "--import", "only": "--only",
+           "log": "--log", "store": "DIR", "sweep_file": "FILE", "dest": "-o"}
 
 
-def as_flags(message: str) -> str:
-    """The library names the fields it checks ('out: ...'); on the command line they are flags."""
-    head, sep, rest = message.partition(":")
-    return f"--{head}{sep}{rest}".replace("with executor ray", "with --executor ray") if sep and head in FLAGS \
-        else message
+def as_flags(e: ArchsepError) -> str:
+    """The error as the command line says it: a field the CLI sets is named by its flag."""
+    if e.field in FLAG_OF and e.detail is not None:
+        return f"{FLAG_OF[e.field]}: {e.detail}"
+    return str(e)
 
 
 def split_imports(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -188,13 +191,13 @@ def main(argv: list[str] | None = None) -> int:
         for spec in imports:
             plugins.load(spec, field="import")
     except ArchsepError as e:
-        print(f"archsep: error: {printable(as_flags(str(e)))}", file=sys.stderr)
+        print(f"archsep: error: {printable(as_flags(e))}", file=sys.stderr)
         return 2
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.cmd](args)
     except ArchsepError as e:  # one line, whatever text a value carried (ESC, newlines)
-        print(f"archsep: error: {printable(as_flags(str(e)))}", file=sys.stderr)
+        print(f"archsep: error: {printable(as_flags(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("archsep: interrupted; finished runs are saved and will be reused", file=sys.stderr)
@@ -211,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
               "finished runs are saved; use smaller sizes or a machine with more memory", file=sys.stderr)
         return 2
     except sqlite3.OperationalError as e:
-        if "full" not in str(e) and "I/O" not in str(e):
+        from ..runs.store import disk_full
+
+        if not disk_full(e):
             raise
         print(f"archsep: error: the disk holding the store is full ({e}); finished runs in the store are saved; "
               "free some space and rerun the same command to resume", file=sys.stderr)

@@ -166,7 +166,7 @@ from ..reporting.tables import export_rows  # noqa: E402  (kept importable from 
 
 def _check_dir(d: str) -> None:
     if not Path(d).is_dir():
-        raise ArchsepError(f"DIR: '{d}' is not a directory")
+        raise ArchsepError.at("store", f"'{d}' is not a directory")
 
 
 def cmd_export(a: argparse.Namespace) -> int:
@@ -179,7 +179,7 @@ def cmd_export(a: argparse.Namespace) -> int:
         raise unknown("--format", a.format, ["csv", "parquet"])
     _check_dir(a.dir)
     dest = Path(a.output) if a.output else Path(a.dir) / f"runs.{fmt}"
-    check_output(dest, "-o", allow=("runs.csv", "runs.parquet"), example=f"runs.{fmt}")  # before any work
+    check_output(dest, "dest", allow=("runs.csv", "runs.parquet"), example=f"runs.{fmt}")  # before any work
     from ..registry import reading
 
     with reading(), open_store(a.dir, create=False) as store:
@@ -191,7 +191,7 @@ def cmd_export(a: argparse.Namespace) -> int:
             w.writeheader()
             w.writerows(rows)
 
-        atomic_write(dest, write, "-o", allow=("runs.csv", "runs.parquet"), newline="", example="runs.csv")
+        atomic_write(dest, write, "dest", allow=("runs.csv", "runs.parquet"), newline="", example="runs.csv")
     else:
         table = _parquet_table(rows, columns)  # before the file is made: a missing pyarrow leaves nothing
 
@@ -200,7 +200,7 @@ def cmd_export(a: argparse.Namespace) -> int:
 
             pq.write_table(table, f)
 
-        atomic_write(dest, write_pq, "-o", allow=("runs.csv", "runs.parquet"), binary=True, example="runs.parquet")
+        atomic_write(dest, write_pq, "dest", allow=("runs.csv", "runs.parquet"), binary=True, example="runs.parquet")
     print(f"{len(rows)} run(s), {len(columns)} column(s) -> {dest}")
     return 0
 
@@ -225,7 +225,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
     _check_dir(a.dir)
     dest = Path(a.output) if a.output else Path(a.dir) / "report.html"
-    check_output(dest, "-o", allow=("report.html",), example="report.html")  # before the report is built
+    check_output(dest, "dest", allow=("report.html",), example="report.html")  # before the report is built
     p = write_report(a.dir, dest)
     print(f"report -> {p}")
     return 0

@@ -22,7 +22,7 @@ def load(spec: str | Path, scale: str = "full", device: str | None = None,
     """A sweep from a TOML file, or from a preset's name (at `scale`, with `overrides`)."""
     if is_file_spec(spec):
         if overrides:
-            raise ArchsepError("set: only with a preset; edit the sweep file instead")
+            raise ArchsepError.at("set", "only with a preset; edit the sweep file instead")
         return load_file(spec, device)
     return from_experiment(str(spec), scale, device, overrides)
 
@@ -65,12 +65,12 @@ def override(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
         elif head in ("task", "arch", "label", "seed") and not sub:
             d[head] = value
         else:
-            raise ArchsepError(f"set: '{key}' is not a field; use task_params.X, model_params.X, train.X, "
+            raise ArchsepError.at("set", f"'{key}' is not a field; use task_params.X, model_params.X, train.X, "
                                "task, arch, label or seed")
     try:
         return RunConfig.from_dict(d)
     except ArchsepError as e:
-        raise ArchsepError(f"set: {e}") from None
+        raise ArchsepError.at("set", f"{e}") from None
 
 
 def override_plan(configs: list[RunConfig], overrides: dict[str, Any], preset: str = "PRESET") -> list[RunConfig]:
@@ -85,12 +85,12 @@ def override_plan(configs: list[RunConfig], overrides: dict[str, Any], preset: s
     what = f"preset {preset}"
     if "label" in overrides:
         labels = list(dict.fromkeys(c.arm for c in configs))
-        raise ArchsepError(f"set: label: the labels name {what}'s arms ({', '.join(labels)}); choose arms with "
+        raise ArchsepError.at("set", f"label: the labels name {what}'s arms ({', '.join(labels)}); choose arms with "
                            "--only, not --set")
     shift = overrides.pop("seed", None)
     if shift is not None:
         if not isinstance(shift, int) or isinstance(shift, bool) or shift < 0:
-            raise ArchsepError(f"set: seed: expected a non-negative integer (the first seed), got {shift!r}")
+            raise ArchsepError.at("set", f"seed: expected a non-negative integer (the first seed), got {shift!r}")
         first = min((c.seed for c in configs), default=0)
         configs = [dataclasses.replace(c, seed=c.seed - first + shift) for c in configs]
     out = [override(c, overrides) for c in configs] if overrides else list(configs)
@@ -101,7 +101,7 @@ def override_plan(configs: list[RunConfig], overrides: dict[str, Any], preset: s
         axes = [k for k in overrides if len({_tv(f.get(k, "")) for f in flats}) > 1]
         named = "; ".join(f"{k} varies in {what} (values {', '.join(dict.fromkeys(_tv(f[k]) for f in flats if k in f))})"
                           for k in axes) or f"{what}'s runs differ in nothing else"
-        raise ArchsepError(f"set: {', '.join(axes or overrides)}: would make {before} planned runs only {after} "
+        raise ArchsepError.at("set", f"{', '.join(axes or overrides)}: would make {before} planned runs only {after} "
                            f"distinct ones ({named}); a grid axis is part of a preset's structure: to run other "
                            f"values, write the preset as a sweep file (archsep sweep {preset} --print-toml > my.toml), "
                            "edit its grid and run `archsep sweep my.toml`")
@@ -118,13 +118,13 @@ def _check_set_value(cfg: RunConfig, key: str, value: Any) -> None:
     if head == "seed" and not sub:
         tp = int
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
-            raise ArchsepError(f"set: seed: expected a non-negative integer, got {value}")
+            raise ArchsepError.at("set", f"seed: expected a non-negative integer, got {value}")
     elif head in PARAM_TABLES and sub:
         cls = {"train": lambda: TrainConfig, "task_params": lambda: TASKS.get(cfg.task),
                "model_params": lambda: MODELS.get(cfg.arch)}[head]()
         tp = _fields_of(cls).get(sub)
     if tp is not None and _int_typed(tp) and isinstance(value, float):
-        raise ArchsepError(f"set: {key}: expected an integer, got {value!r}"
+        raise ArchsepError.at("set", f"{key}: expected an integer, got {value!r}"
                            + (f" (write {int(value)})" if value.is_integer() else ""))
 
 
@@ -132,7 +132,7 @@ def select_labels(configs: list[RunConfig], only: list[str]) -> list[RunConfig]:
     labels = list(dict.fromkeys(c.arm for c in configs))
     for name in only:
         if name not in labels:
-            raise ArchsepError(f"only: unknown architecture label '{name}'; this preset has: {', '.join(labels)}")
+            raise ArchsepError.at("only", f"unknown architecture label '{name}'; this preset has: {', '.join(labels)}")
     return [c for c in configs if c.arm in only]
 
 
@@ -146,7 +146,7 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
-            raise ArchsepError(f"set: expected KEY=VALUE (e.g. train.weight_decay=0.1), got '{item}'")
+            raise ArchsepError.at("set", f"expected KEY=VALUE (e.g. train.weight_decay=0.1), got '{item}'")
         try:
             value = tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
@@ -154,6 +154,6 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         except RecursionError:
             value = None
         if value is None or _too_deep(value, MAX_DEPTH - 2):
-            raise ArchsepError(f"set: {key.strip()}: a value nested deeper than {MAX_DEPTH - 2} levels")
+            raise ArchsepError.at("set", f"{key.strip()}: a value nested deeper than {MAX_DEPTH - 2} levels")
         out[key.strip()] = value
     return out

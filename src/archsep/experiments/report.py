@@ -28,7 +28,7 @@ def build(store: Store) -> tuple[str, dict]:
 def _build(store: Store) -> tuple[str, dict]:
     rows = store.rows()
     if not rows:
-        raise ArchsepError(f"DIR: the store '{store.path}' holds no finished runs yet")
+        raise ArchsepError.at("store", f"the store '{store.path}' holds no finished runs yet")
     checked = {r["run_id"]: store.check(r) for r in rows}  # a damaged row: one line naming it
     by_id = {r["run_id"]: r for r in rows}
     sweeps = store.sweeps()
@@ -126,7 +126,7 @@ def write_report(out_dir: str | Path, dest: str | Path) -> Path:
     directory, a link or a device; written atomically, see archsep.fileio)."""
     store = open_store(out_dir, create=False)
     try:
-        check_output(dest, "-o", allow=("report.html",), example="report.html")  # before the report is built
+        check_output(dest, "dest", allow=("report.html",), example="report.html")  # before the report is built
     except ArchsepError:
         store.close()
         raise
@@ -134,4 +134,4 @@ def write_report(out_dir: str | Path, dest: str | Path) -> Path:
         text, _ = build(store)
     finally:
         store.close()
-    return atomic_write(dest, text, "-o", allow=("report.html",), example="report.html")
+    return atomic_write(dest, text, "dest", allow=("report.html",), example="report.html")

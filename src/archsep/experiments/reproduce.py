@@ -50,21 +50,21 @@ def check_out(out_dir: Path, outputs: str | None = None) -> None:
     file's name taken by a directory (or anything but a file) is refused before any run."""
     for f in LEGACY_FILES:
         if (out_dir / f).exists():
-            raise ArchsepError(f"out: '{out_dir}' holds {f} from an older archsep, which this version does not "
+            raise ArchsepError.at("out", f"'{out_dir}' holds {f} from an older archsep, which this version does not "
                                "read; rerun into a new output directory (the old files are left untouched)")
     for f in OUTPUTS:  # a directory, link, FIFO or device in the way: refused before any run, not after
         check_output(out_dir / f, "out", allow=OWNED)
     if any(out_dir.iterdir()) and not (out_dir / DB_NAME).exists():
         mine = [f for f in OUTPUTS if (out_dir / f).exists()]
-        raise ArchsepError(f"out: '{out_dir}' is not empty and holds no archsep store"
+        raise ArchsepError.at("out", f"'{out_dir}' is not empty and holds no archsep store"
                            + (f" ({', '.join(mine)} would be overwritten)" if mine else "")
                            + "; use an empty or new directory")
     for f in OUTPUTS + FIGURES:
         p = out_dir / f
         if p.exists() and not p.is_file():
             what = "a directory" if p.is_dir() else "not a regular file"
-            raise ArchsepError(f"out: '{p}' is {what}; reproduce writes its {f} there: move it away or give "
-                               "another --out (nothing was run or written)")
+            raise ArchsepError.at("out", f"'{p}' is {what}; reproduce writes its {f} there: move it away or give "
+                               "another output directory (nothing was run or written)")
     if outputs is not None and (out_dir / DB_NAME).exists():
         from ..runs.store import open_store
 
@@ -73,8 +73,8 @@ def check_out(out_dir: Path, outputs: str | None = None) -> None:
         others = list(dict.fromkeys(sw["name"].split("-only=")[0] for sw in sweeps))
         others = [o for o in others if o != outputs]
         if others:
-            raise ArchsepError(f"out: '{out_dir}' holds the outputs of {others[0]}; one output directory holds one "
-                               f"preset's outputs (its runs.csv, summary and figures): give another --out for "
+            raise ArchsepError.at("out", f"'{out_dir}' holds the outputs of {others[0]}; one output directory holds one "
+                               f"preset's outputs (its runs.csv, summary and figures): give another output directory for "
                                f"{outputs}, e.g. {out_dir / outputs}")
 
 

@@ -216,7 +216,7 @@ class RayExecutor:
         try:
             import ray
         except ImportError:
-            raise ArchsepError("executor: ray: Ray is not installed; pip install 'archsep[ray]'") from None
+            raise ArchsepError.at("executor", "ray: Ray is not installed; pip install 'archsep[ray]'") from None
         self.ray = ray
         self.address = address
         self.threads = threads
@@ -232,7 +232,7 @@ class RayExecutor:
                     ray.init(address="local", num_cpus=workers or cores(), _node_ip_address="127.0.0.1", **kwargs)
                     self.started_here = True
             except (ConnectionError, TimeoutError, RuntimeError, ValueError) as e:
-                raise ArchsepError(f"address: cannot connect to Ray at '{address or 'local'}': "
+                raise ArchsepError.at("address", f"cannot connect to Ray at '{address or 'local'}': "
                                    f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
         self.cpus = int(ray.cluster_resources().get("CPU", 1))
         self.workers = workers or self.cpus
@@ -282,13 +282,13 @@ def _probe(address: str) -> None:
     hostport = address.split("://", 1)[-1]
     host, sep, port = hostport.rpartition(":")
     if not sep or not port.isdigit() or not host:
-        raise ArchsepError(f"address: expected HOST:PORT (or ray://HOST:PORT, or auto), got '{address}'")
+        raise ArchsepError.at("address", f"expected HOST:PORT (or ray://HOST:PORT, or auto), got '{address}'")
     try:
         with socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S):
             pass
     except OSError as e:
         why = "timed out" if isinstance(e, socket.timeout) else (e.strerror or str(e))
-        raise ArchsepError(f"address: cannot reach a Ray cluster at '{address}': {why}") from None
+        raise ArchsepError.at("address", f"cannot reach a Ray cluster at '{address}': {why}") from None
 
 
 def check_executor(kind: str, address: str | None = None) -> None:
@@ -298,12 +298,12 @@ def check_executor(kind: str, address: str | None = None) -> None:
 
         raise unknown("executor", kind, EXECUTORS)
     if address and kind != "ray":
-        raise ArchsepError("address: only used with executor ray")
+        raise ArchsepError.at("address", "only used with the Ray executor (executor ray)")
     if kind == "ray":
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
-            raise ArchsepError("executor: ray: Ray is not installed; pip install 'archsep[ray]'")
+            raise ArchsepError.at("executor", "ray: Ray is not installed; pip install 'archsep[ray]'")
         if address:
             _probe(address)
 
@@ -315,7 +315,7 @@ def make_executor(kind: str, workers: int | None = None, address: str | None = N
         raise unknown("executor", kind, EXECUTORS)
     if kind == "local":
         if address:
-            raise ArchsepError("address: only used with executor ray")
+            raise ArchsepError.at("address", "only used with the Ray executor (executor ray)")
         return LocalExecutor(workers)
     return RayExecutor(address, workers)
 

@@ -17,7 +17,7 @@ from ..config import RunConfig
 from ..engine.planning import check_memory
 from ..errors import ArchsepError
 from .executors import check_executor, make_executor, plan_batches, threads_for
-from .store import Store, open_store, result_from_row
+from .store import Store, disk_full, open_store, result_from_row
 from ..results import RunResult
 
 
@@ -38,8 +38,8 @@ def _commit(store: Store, row: dict, saved: int, total: int) -> bool:
     try:
         return store.add(row)
     except sqlite3.OperationalError as e:
-        if "full" in str(e) or "I/O" in str(e):
-            raise ArchsepError(f"out: the disk holding '{store.path}' is full ({e}): {saved} of {total} run(s) of this "
+        if disk_full(e):
+            raise ArchsepError.at("out", f"the disk holding '{store.path}' is full ({e}): {saved} of {total} run(s) of this "
                                "call were saved before it; free some space and rerun the same command to resume") from None
         raise
 
@@ -62,7 +62,7 @@ def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None,
 
         check_tracker(log)
         if out_dir is None:
-            raise ArchsepError("log: needs an output directory (out_dir) to write the tracker's files into")
+            raise ArchsepError.at("log", "needs an output directory (out_dir) to write the tracker's files into")
     for c in configs:  # a run that could not fit in memory is refused before anything is made
         check_memory(c)
     store: Store | None = open_store(out_dir) if out_dir is not None else None
@@ -86,7 +86,7 @@ def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None,
         reused_errors = sum(r.status == "error" for r in done.values())
         if reused_errors and progress:
             print(f"{desc}: {reused_errors} run(s) stored with status error are reused, not rerun "
-                  "(rerun them with --retry-errors)", file=sys.stderr)
+                  "(retry_errors reruns them)", file=sys.stderr)
         bar = tqdm(total=len(unique), initial=len(unique) - len(todo), desc=desc, unit="run",
                    disable=not progress, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
         failures = 0

@@ -103,6 +103,16 @@ def versions() -> dict[str, str]:
     return {"archsep": v, "torch": torch.__version__}
 
 
+def disk_full(e: sqlite3.OperationalError) -> bool:
+    """Whether SQLite failed for want of space (or on an I/O error, what a full disk gives some
+    file systems): by its result code, or, for an error raised without one, SQLite's own text
+    for those codes. The one place a full disk is recognised."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR)
+    return str(e) in ("database or disk is full", "disk I/O error")
+
+
 def _dumps(x: Any) -> str:
     return json.dumps(json_safe(x), sort_keys=True, allow_nan=False)
 
@@ -354,7 +364,7 @@ class Store:
         self.writable = create
         self._cleanup = None  # removes the private copy a reader may make (see _private_copy)
         if not create and not self.path.exists():
-            raise ArchsepError(f"DIR: no results store at '{self.path}' (run a sweep into {self.dir} first)")
+            raise ArchsepError.at("store", f"no results store at '{self.path}' (run a sweep into {self.dir} first)")
         try:
             self._conn = self._open(create)
         except BaseException:
@@ -368,7 +378,7 @@ class Store:
         if existed:
             self._check_header()
         if not create and not existed:
-            raise ArchsepError(f"DIR: '{self.path}' is empty, not an archsep results store")
+            raise ArchsepError.at("store", f"'{self.path}' is empty, not an archsep results store")
         try:
             # reading commands open the file read-only: they never write to it (nor adopt a foreign one).
             # Without a -wal file beside it (no writer, everything checkpointed) the file is complete
@@ -428,7 +438,7 @@ class Store:
 
     def _corrupt(self, why: str) -> ArchsepError:
         return ArchsepError(f"store: '{self.path}' is not a readable archsep results database ({why}); "
-                            f"it was left untouched: move it away or use another --out")
+                            f"it was left untouched: move it away or use another output directory")
 
     def _check_header(self) -> None:
         try:
@@ -441,7 +451,7 @@ class Store:
         if len(head) == 100 and int.from_bytes(head[68:72], "big") not in (0, APP_ID):
             raise ArchsepError(f"store: '{self.path}' is a SQLite database of another application "
                                f"(application_id {int.from_bytes(head[68:72], 'big'):#x}); it was left untouched: "
-                               f"use another --out")
+                               f"use another output directory")
 
     def _check_identity(self, conn: sqlite3.Connection) -> None:
         ok = conn.execute("PRAGMA quick_check").fetchone()[0]
@@ -454,7 +464,7 @@ class Store:
             return
         if app != APP_ID or "meta" not in tables:
             raise ArchsepError(f"store: '{self.path}' is a SQLite database that archsep did not create "
-                               f"(tables: {', '.join(sorted(tables)) or 'none'}); it was left untouched: use another --out")
+                               f"(tables: {', '.join(sorted(tables)) or 'none'}); it was left untouched: use another output directory")
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         version = row[0] if row else None
         if isinstance(version, str) and version.isascii() and version.isdigit() and len(version) < 10:
@@ -465,7 +475,7 @@ class Store:
                                field="meta.schema_version")
         if version > SCHEMA_VERSION:
             raise ArchsepError(f"store: '{self.path}' has schema version {version}, this archsep "
-                               f"reads up to {SCHEMA_VERSION}; upgrade archsep or use another --out")
+                               f"reads up to {SCHEMA_VERSION}; upgrade archsep or use another output directory")
         if version < SCHEMA_VERSION and self.writable:
             self._migrate(conn, version)
         self._check_columns(conn, tables, version)
@@ -666,7 +676,7 @@ def open_store(out_dir: str | Path, create: bool = True) -> Store:
     out = Path(out_dir)
     if not create:
         if not out.is_dir():
-            raise ArchsepError(f"DIR: '{out}' is not a directory")
+            raise ArchsepError.at("store", f"'{out}' is not a directory")
         return Store(out, create=False)
     return Store(prepare_out(out), create=True)
 
@@ -683,6 +693,6 @@ def prepare_out(out_dir: str | Path) -> Path:
         os.unlink(probe)
     except OSError as e:
         remove_dirs(created)
-        raise ArchsepError(f"out: cannot write to '{out}': {e.strerror or e}") from None
+        raise ArchsepError.at("out", f"cannot write to '{out}': {e.strerror or e}") from None
     return out
 

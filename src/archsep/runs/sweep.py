@@ -84,18 +84,18 @@ def load_file(spec: str | Path, device: str | None = None) -> Sweep:
     """A sweep from its TOML file, every run validated."""
     path = Path(spec)
     if not path.exists():
-        raise ArchsepError(f"FILE: sweep file '{path}' does not exist")
+        raise ArchsepError.at("sweep_file", f"sweep file '{path}' does not exist")
     if path.is_dir():
-        raise ArchsepError(f"FILE: '{path}' is a directory, not a sweep file")
+        raise ArchsepError.at("sweep_file", f"'{path}' is a directory, not a sweep file")
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:  # refused before parsing: TOML of this size takes long to read
-            raise ArchsepError(f"FILE: sweep file '{path}' is {size / 1e6:.1f} MB, more than the limit of "
+            raise ArchsepError.at("sweep_file", f"sweep file '{path}' is {size / 1e6:.1f} MB, more than the limit of "
                                f"{MAX_FILE_BYTES / 1e6:.0f} MB (a grid of {MAX_RUNS} runs fits in far less); "
                                "split the sweep")
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise ArchsepError(f"FILE: cannot read '{path}': {getattr(e, 'strerror', None) or e}") from None
+        raise ArchsepError.at("sweep_file", f"cannot read '{path}': {getattr(e, 'strerror', None) or e}") from None
     return parse(text, origin=str(path), default_name=path.stem, device=device)
 
 

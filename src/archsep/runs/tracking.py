@@ -68,10 +68,10 @@ def check_tracker(kind: str) -> None:
                 importlib.import_module(mod)
         except ImportError as e:
             missing = getattr(e, "name", None) or mod
-            raise ArchsepError(f"log: {kind} tracking needs the '{missing.split('.')[0]}' package, which is not "
+            raise ArchsepError.at("log", f"{kind} tracking needs the '{missing.split('.')[0]}' package, which is not "
                                f"installed: pip install 'archsep[{kind}]'") from None
         except Exception as e:  # an installed but broken package (e.g. a protobuf mismatch)
-            raise ArchsepError(f"log: {kind} tracking cannot import '{mod}' ({type(e).__name__}: "
+            raise ArchsepError.at("log", f"{kind} tracking cannot import '{mod}' ({type(e).__name__}: "
                                f"{_first_line(e)}); reinstall it: pip install --force-reinstall "
                                f"'archsep[{kind}]'") from None
 
@@ -89,7 +89,7 @@ def make_tracker(kind: str, out_dir: str | Path, name: str | None = None) -> "Tr
     except ArchsepError:
         raise
     except Exception as e:
-        raise ArchsepError(f"log: cannot open the {kind} tracking store in '{out}' "
+        raise ArchsepError.at("log", f"cannot open the {kind} tracking store in '{out}' "
                            f"({type(e).__name__}: {_first_line(e)})") from None
 
 
