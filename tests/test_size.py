@@ -187,3 +187,17 @@ def test_mamba_and_equality_claims():
     table = {f"TF-(2,64) [{v}]": {(hi, 64): 0.9} for v, _ in e.quick.variants}
     table.update({f"LSTM-{w} [{v}]": {(hi, w): 0.5 if w == 8 else 0.95} for v, _ in e.quick.variants for w in (8, 64)})
     assert [c.held for c in e.claims(table, e.quick)] == [True, False, True, False]
+
+
+def test_a_scale_is_known_by_its_settings_not_by_which_object_holds_them():
+    import dataclasses
+
+    from archsep.experiments.paper_a.lookup import LookupFig2
+
+    exp = LookupFig2()
+    copy = dataclasses.replace(exp.cpu)  # equal settings, another object
+    assert copy is not exp.cpu and exp.scale_name(copy) == "cpu" and exp.scale_name(exp.quick) == "quick"
+    table = {"TF-(1,64)": {(100, 64): 0.99, (200, 64): 0.99}, "LSTM-64": {(100, 64): 0.2, (200, 64): 0.2},
+             "LSTM-256": {(100, 64): 0.2, (200, 64): 0.2}}
+    assert [c.text for c in exp.claims(table, copy)] == [c.text for c in exp.claims(table, exp.cpu)]
+    assert len(exp.claims(table, copy)) == 4  # the cpu scale's claims, not the quick scale's two

@@ -223,7 +223,13 @@ class SizeExperiment(Experiment):
         return Summary(self.registry_name, scale, data, self.claims(accuracy_table(cells), s), results)
 
     def claims(self, table: dict, s: SizeScale) -> list[Claim]:
+        """The figure's claims from {label: {(N, width): test accuracy}} at the scale whose
+        settings are `s` (its name: `scale_name(s)`)."""
         return []
+
+    def scale_name(self, s: SizeScale) -> str:
+        """The name of the scale whose settings equal `s` (compared by value, not identity)."""
+        return next((n for n in self.scales if self.scale(n) == s), "")
 
     @staticmethod
     def acc(table: dict, label: str, N: int, width: int) -> float | None:

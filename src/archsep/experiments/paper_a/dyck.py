@@ -23,7 +23,7 @@ class DyckFig2(SizeExperiment):
     scales = ("quick", "cpu", "full")
 
     def claims(self, table: dict, s: SizeScale) -> list[Claim]:
-        if s is self.cpu:
+        if self.scale_name(s) == "cpu":
             ls, t = self.acc(table, "LSTM-64", 200, 64), self.acc(table, "TF-(1,64)", 200, 64)
             return [Claim("threshold", f"N=200: LSTM-64 >= 95% on Dyck-(2,2) ({pct(ls)})",
                           ls is not None and ls >= 0.95, {"N": 200, "LSTM-64": ls}),

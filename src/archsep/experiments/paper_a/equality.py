@@ -24,7 +24,7 @@ class EqualityFig4(SizeExperiment):
     scales = ("quick", "cpu", "full")
 
     def claims(self, table: dict, s: SizeScale) -> list[Claim]:
-        if s is self.cpu:
+        if self.scale_name(s) == "cpu":
             t, l_ = self.acc(table, "TF-(2,64) [eq-random]", 200, 64), self.acc(table, "LSTM-64 [eq-random]", 200, 64)
             return [Claim("ordering", f"eq-random, N=200: TF-(2,64) above LSTM-64 ({pct(t)} vs {pct(l_)})",
                           t is not None and l_ is not None and t > l_, {"N": 200, "TF-(2,64)": t, "LSTM-64": l_})]

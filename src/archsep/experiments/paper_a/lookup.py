@@ -31,7 +31,7 @@ class LookupFig2(SizeExperiment):
     scales = ("quick", "cpu", "full")
 
     def claims(self, table: dict, s: SizeScale) -> list[Claim]:
-        if s is self.cpu:
+        if self.scale_name(s) == "cpu":
             return self.cpu_claims(table)
         N = 100 if 100 in s.Ns else max(s.Ns)
         t, l_ = self.acc(table, "TF-(1,64)", N, 64), self.acc(table, "LSTM-64", N, 64)

@@ -23,7 +23,7 @@ class MambaWidth(SizeExperiment):
 
     def claims(self, table: dict, s: SizeScale) -> list[Claim]:
         widths = s.archs[0].widths
-        if s is self.cpu:
+        if self.scale_name(s) == "cpu":
             return self.cpu_claims(table, s)
         lo, hi = min(s.Ns), max(s.Ns)
         falls = [(w, self.acc(table, f"Mamba-{w}", lo, w), self.acc(table, f"Mamba-{w}", hi, w)) for w in widths]
