@@ -97,35 +97,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
     from ..experiments import EXPERIMENTS
-    from ..experiments.reproduce import reproduce
-    from .sweep import check_executor
+    from ..experiments.plan import parse_set, plan_sweep
+    from ..experiments.reproduce import default_out, reproduce
+    from .sweep import errors_exit, launch_of
 
-    exp = EXPERIMENTS.get(a.preset)()  # unknown preset or scale -> one-line error before any work
+    exp = EXPERIMENTS.get(a.preset)()  # built once; an unknown preset or scale: one line before any work
     scale = exp.check_scale(scale_of(a))
-    check_executor(a)
-    if a.log is not None:
-        from ..runs.tracking import check_tracker
-
-        check_tracker(a.log)
-    from ..experiments.plan import parse_set
-
+    launch = launch_of(a)  # the options, checked once
+    overrides = parse_set(a.set)
     if a.dry_run:
-        from ..experiments.plan import from_experiment
         from .sweep import print_costs
 
-        from ..experiments.reproduce import default_out
-
-        overrides = parse_set(a.set)
-        s = from_experiment(a.preset, scale, a.device, overrides, a.only)
+        s = plan_sweep(exp, scale, a.device, overrides, a.only)
         print(f"{s.name}: {len(s.configs)} run(s); estimating their cost", flush=True)  # the count first
         print_costs(s.name, s.configs, a.out or default_out(a.preset, scale, overrides), a.workers)
         return 0
-    summary = reproduce(a.preset, scale, a.out, a.workers, a.device, progress=not a.no_progress,
-                        executor=a.executor, address=a.address, overrides=parse_set(a.set),
-                        retry_errors=a.retry_errors, only=a.only, log=a.log)
+    summary = reproduce(exp, scale, launch, overrides, a.only)
     print(exp.summary_text(summary))
-    from .sweep import errors_exit
-
     return errors_exit(summary.results, summary.out)
 
 

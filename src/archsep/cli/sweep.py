@@ -61,27 +61,23 @@ def print_costs(name: str, configs, out, workers: int | None) -> None:
     print("\n".join(printable(line) for line in text.splitlines()))
 
 
-def check_executor(a: argparse.Namespace) -> None:
-    """--executor, --address and --device, checked before anything is created."""
-    from ..runs.executors import check_executor as check
+def launch_of(a: argparse.Namespace):
+    """The launch options from the flags, checked once, before anything is created: --executor,
+    --address (an unreachable one fails in seconds), --device, --log and its packages."""
+    from ..runs.launch import Launch
 
-    check(a.executor, a.address)  # an unreachable address fails in seconds, before the store is touched
-    if a.device is not None:
-        from ..config import resolve_device
-
-        resolve_device(a.device)
+    return Launch(a.out, a.workers, a.executor, a.address, a.device, getattr(a, "retry_errors", False), a.log,
+                  not a.no_progress).check()
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
+    import dataclasses
+
     from ..experiments import plan
-    from ..runs.runner import run_configs
+    from ..runs.runner import launch_runs
     from . import scale_of
 
-    check_executor(a)
-    if a.log is not None:
-        from ..runs.tracking import check_tracker
-
-        check_tracker(a.log)
+    launch = launch_of(a)
     s = plan.load(a.spec, scale_of(a), a.device, plan.parse_set(a.set))
     if a.print_toml:
         sys.stdout.write(s.source)
@@ -94,9 +90,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
                   f"seed={c.seed}")
         print_costs(s.name, s.configs, out, a.workers)
         return 0
-    results = run_configs(s.configs, out, a.workers, progress=not a.no_progress, desc=s.name,
-                          executor=a.executor, address=a.address, sweep=s, retry_errors=a.retry_errors,
-                          log=a.log)
+    results = launch_runs(s.configs, dataclasses.replace(launch, out=out), desc=s.name, sweep=s)
     counts: dict[str, int] = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1

@@ -14,7 +14,7 @@ from ..models import MODELS
 from ..runs.sweep import (MAX_DEPTH, PARAM_TABLES, Sweep, _fields_of, _int_typed, _too_deep, _tv, check_label,
                           flatten_config, is_file_spec, load_file, to_toml)
 from ..tasks import TASKS
-from .base import EXPERIMENTS
+from .base import EXPERIMENTS, Experiment
 
 
 def load(spec: str | Path, scale: str = "full", device: str | None = None,
@@ -38,6 +38,13 @@ def from_experiment(name: str, scale: str = "full", device: str | None = None,
         exp = EXPERIMENTS.get(name)()
     except ArchsepError as e:
         raise ArchsepError(f"{e} (or give a sweep file ending in .toml)") from None
+    return plan_sweep(exp, scale, device, overrides, only)
+
+
+def plan_sweep(exp: Experiment, scale: str = "full", device: str | None = None,
+               overrides: dict[str, Any] | None = None, only: list[str] | None = None) -> Sweep:
+    """`from_experiment` of an experiment already built."""
+    name = exp.registry_name
     exp.check_scale(scale)
     configs = exp.plan(scale, device or "auto")
     if overrides:

@@ -2,6 +2,7 @@
 Writes OUT/archsep.db (every run), runs.csv, summary.json, the figures and summary.txt."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -9,10 +10,12 @@ from pathlib import Path
 from ..errors import ArchsepError
 from ..fileio import OWNED, atomic_write, check_output, default_dir
 from ..results import Summary
-from ..runs.runner import run_configs
+from ..runs.launch import Launch
+from ..runs.runner import launch_runs
 from ..runs.store import DB_NAME
 from ..reporting.tables import write_csv
-from .base import EXPERIMENTS, write_json
+from .base import EXPERIMENTS, Experiment, write_json
+from .plan import plan_sweep
 
 # the per-preset JSON-lines stores of archsep before every run went to archsep.db (paper A's
 # cells, Figure 2's runs): a directory holding one is refused, not silently mixed
@@ -78,26 +81,24 @@ def check_out(out_dir: Path, outputs: str | None = None) -> None:
                                f"{outputs}, e.g. {out_dir / outputs}")
 
 
-def reproduce(name: str, scale: str = "full", out: str | Path | None = None, workers: int | None = None,
-              device: str = "auto", progress: bool = True, executor: str = "local",
-              address: str | None = None, overrides: dict | None = None, retry_errors: bool = False,
-              only: list[str] | None = None, log: str | None = None) -> Summary:
-    """Run experiment `name` at `scale` (with `overrides` of every run's fields, e.g.
-    {"train.weight_decay": 0.1}; `only` some of its architectures, e.g. ["TF", "FFN"]);
-    returns its summary (also written to OUT)."""
-    from .plan import from_experiment
-
-    exp = EXPERIMENTS.get(name)()
-    exp.check_scale(scale)
-    sweep = from_experiment(name, scale, device, overrides, only)  # registered in the store: `archsep status OUT` sees the plan
-    out_dir = Path(out) if out is not None else default_out(name, scale, overrides)
+def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None = None,
+              overrides: dict | None = None, only: list[str] | None = None, **options) -> Summary:
+    """Run experiment `name` (or an experiment already built) at `scale`, with `overrides` of
+    every run's fields (e.g. {"train.weight_decay": 0.1}) and `only` some of its architectures
+    (e.g. ["TF", "FFN"]); returns its summary (also written to OUT). How it runs is `launch`
+    (`runs.launch.Launch`), or its fields as keyword arguments: out, workers, device, progress,
+    executor, address, retry_errors, log."""
+    exp = EXPERIMENTS.get(name)() if isinstance(name, str) else name
+    name = exp.registry_name
+    launch = (launch or Launch(**options)).check()
+    sweep = plan_sweep(exp, scale, launch.device, overrides, only)  # registered in the store: `archsep status OUT` sees the plan
+    out_dir = launch.out if launch.out is not None else default_out(name, scale, overrides)
     if out_dir.is_dir():
         check_out(out_dir, outputs_name(name, scale, overrides))
-    # run_configs checks the executor and every run's memory before it creates OUT and its store
+    launch = dataclasses.replace(launch, out=out_dir, workers=launch.workers or default_workers())
+    # every run's memory is checked before OUT and its store are created
     t0 = time.perf_counter()
-    results = run_configs(sweep.configs, out_dir, workers or default_workers(), progress=progress, desc=name,
-                          sweep=sweep, executor=executor, address=address, retry_errors=retry_errors,
-                          log=log)
+    results = launch_runs(sweep.configs, launch, desc=name, sweep=sweep)
     summary = exp.summarize(results, scale, overrides)  # each run id counted once
     summary.wall_s = round(time.perf_counter() - t0, 1)
     summary.out = out_dir

@@ -16,7 +16,8 @@ from tqdm import tqdm
 from ..config import RunConfig
 from ..engine.planning import check_memory
 from ..errors import ArchsepError
-from .executors import check_executor, make_executor, plan_batches, threads_for
+from .executors import make_executor, plan_batches
+from .launch import Launch
 from .store import Store, disk_full, open_store, result_from_row
 from ..results import RunResult
 
@@ -47,22 +48,27 @@ def _commit(store: Store, row: dict, saved: int, total: int) -> bool:
 def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None, workers: int | None = 1,
                 progress: bool = True, on_result: Callable[[RunResult], None] | None = None,
                 desc: str = "runs", executor: str = "local", address: str | None = None,
-                sweep=None, retry_errors: bool = False, log: str | None = None) -> list[RunResult]:
+                sweep=None, retry_errors: bool = False, log: str | None = None,
+                launch: Launch | None = None) -> list[RunResult]:
     """Run every config once and return the results in the order of `configs`. Runs already
     in the store of `out_dir` are reused, not recomputed (errors too, unless `retry_errors`).
     Without `out_dir` the results live in a temporary in-memory list only. Everything that can
     be checked is checked before the store is created: the executor, its address, Ray.
     `log` ("mlflow" | "tensorboard") mirrors each run to a tracker under `out_dir` after it
-    is committed to the store (which stays the record)."""
-    check_executor(executor, address)
-    threads_for()  # a bad ARCHSEP_THREADS is one line here, not an error in every worker
-    tracker = None
-    if log is not None:
-        from .tracking import check_tracker
+    is committed to the store (which stays the record). `launch` gives these options as one
+    object (`runs.launch.Launch`), in place of the keyword arguments."""
+    if launch is None:
+        launch = Launch(out_dir, workers, executor, address, None, retry_errors, log, progress)
+    return launch_runs(configs, launch.check(), desc, sweep, on_result)
 
-        check_tracker(log)
-        if out_dir is None:
-            raise ArchsepError.at("log", "needs an output directory (out_dir) to write the tracker's files into")
+
+def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs", sweep=None,
+                on_result: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+    """`run_configs` with its options as one checked `Launch`."""
+    assert launch.checked, "a Launch is checked where it is made (Launch.check)"
+    out_dir, workers, progress, log = launch.out, launch.workers, launch.progress, launch.log
+    executor, address, retry_errors = launch.executor, launch.address, launch.retry_errors
+    tracker = None
     for c in configs:  # a run that could not fit in memory is refused before anything is made
         check_memory(c)
     store: Store | None = open_store(out_dir) if out_dir is not None else None
