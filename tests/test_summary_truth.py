@@ -20,7 +20,7 @@ from archsep.experiments.size import SizeExperiment
 from archsep.experiments import plan
 from archsep.runs import sweep as sw
 from archsep.runs.store import open_store
-from archsep.runs.sweep import flatten_config
+from archsep.runs.sweep_toml import flatten_config
 from sweep_util import write
 
 

@@ -16,7 +16,7 @@ from ..config import RunConfig, arm_of
 from ..registry import reading
 from ..results import RunResult
 from ..runs.store import open_store
-from ..runs.sweep import flatten_config
+from ..runs.sweep_toml import flatten_config
 from .stats import fit_exponent, separation, summarize_point
 
 SAMPLES_STATUSES = ("ok", "censored")  # runs whose sample count enters a point and a fit
