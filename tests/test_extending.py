@@ -86,3 +86,43 @@ def test_example_runs_on_ray(example: Path):
 
     df = archsep.load(example / "results" / "first-token-ray")
     assert len(df) == 24 and set(df.status) <= {"ok", "censored"}
+
+
+def _size_checks(example: Path, out: str) -> None:
+    import archsep
+
+    a = archsep.analyze(example / "results" / out)  # [analysis] measure = "size", read from the store
+    assert a["measure"] == "size" and len(a["cells"]) == 8  # 2 N x 2 widths x 2 seeds
+    assert all(len(c["runs"]) == 2 and c["best_lr"] in (3e-3, 1e-3) for c in a["cells"])
+    assert {(p["label"], p["N"]) for p in a["points"]} == {(f"MLP-{w}", N) for w in (2, 16) for N in (4, 16)}
+    assert all(p["seeds"] == 2 and p["ci"][0] is not None for p in a["points"])
+    wide = [p["mean"] for p in a["points"] if p["width"] == 16]
+    assert min(wide) >= 0.95  # a 16-wide MLP learns to copy the first token
+    with archsep.open_store(example / "results" / out, create=False) as store:
+        assert {r["status"] for r in store.rows()} <= {"ok", "censored"}
+
+
+@pytest.mark.slow
+def test_size_example_runs_through_the_local_pool_and_its_report_draws_it(example: Path):
+    outs = []
+    for cmd in commands(blocks()["size.sh"]):
+        p = run(cmd, example)
+        assert p.returncode == 0, f"{cmd}\n{p.stderr[-2000:]}"
+        outs.append(p.stdout)
+    assert "16 run(s)" in outs[0]
+    html = (example / "size-report.html").read_text()
+    for caption in ("first-token-size: heatmaps", "first-token-size: accuracy", "first-token-size: val_curves"):
+        assert f"alt='{caption}' src='data:image/png;base64," in html
+    assert "Test accuracy (mean over seeds)" in html and "MLP-16@N=4:" in outs[2]
+    _size_checks(example, "first-token-size")
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_size_example_runs_on_ray(example: Path):
+    pytest.importorskip("ray")
+    (cmd,) = commands(blocks()["size-ray.sh"])
+    p = run(cmd, example)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "16 run(s)" in p.stdout
+    _size_checks(example, "first-token-size-ray")

@@ -126,7 +126,7 @@ def test_separation_statement_says_whether_the_ci_excludes_zero():
 
 
 def test_analysis_reports_censored_points_as_above_the_budget():
-    from archsep.analysis.grid import analyze
+    from archsep.analysis.analyze import analyze
     from archsep.engine.train import RunResult
 
     def run(label, N, seed, samples, status):

@@ -44,7 +44,7 @@ from .models import MODELS
 from .results import Claim, RunResult, Summary
 from .runs.runner import run_configs
 from .runs.store import open_store
-from .analysis.grid import analyze
+from .analysis.analyze import analyze
 from .reporting.tables import load, load_results
 from .models.base import ModelConfig, SeqModel
 from .tasks import TASKS

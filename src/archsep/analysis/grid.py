@@ -7,15 +7,12 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from ..config import RunConfig, arm_of
-from ..registry import reading
 from ..results import RunResult
-from ..runs.store import open_store
 from ..runs.sweep_toml import flatten_config
 from .stats import fit_exponent, separation, summarize_point
 
@@ -234,13 +231,3 @@ def run_rows(results: list[RunResult]) -> list[dict]:
                      "params": r.params, "state_size": r.state_size, "best_metric": r.best_metric,
                      "run_id": r.run_id})
     return rows
-
-
-def analyze(results: list[RunResult] | str | Path, x: str = "task_params.N", separations: list | None = None) -> dict:
-    """`analyze_runs` of `results`, or of every run stored in an output directory. The names in
-    the runs' configs are data: nothing is imported because of them (`registry.reading`)."""
-    with reading():
-        if isinstance(results, (str, Path)):
-            with open_store(results, create=False) as store:
-                results = store.results()
-        return analyze_runs(results, x, separations)

@@ -9,11 +9,12 @@ import tempfile
 from pathlib import Path
 
 from ..analysis.grid import analyze_runs
+from ..analysis.size import analyze_size
 from ..errors import ArchsepError
 from ..fileio import atomic_write, check_output
 from ..registry import reading
 from ..reporting.report import (environment, experiment_section, figure_curves, figure_samples, page,
-                                sweep_section, verdict)
+                                size_figures, size_section, sweep_section, verdict)
 from ..results import RunResult
 from ..runs.store import Store, open_store
 from .base import EXPERIMENTS, Experiment
@@ -71,6 +72,12 @@ def _build(store: Store) -> tuple[str, dict]:
                 figs += [(f"{title}: held-out metric against samples", curves)] if curves else []
                 analyses.append({"sweep": title, "summary": summary.to_dict()})
                 sections.append(_experiment_section(sw, title, exp, summary, figs, results, by_id))
+            elif meta.get("measure") == "size":  # accuracy per cell, lr chosen on validation, as paper A's presets
+                a = analyze_size(results, meta.get("x", "task_params.N"), meta.get("width"))
+                claims = []
+                figs = _drawn(title, lambda out: size_figures(a["cells"], a["points"], title, out))
+                analyses.append({"sweep": title, **a})
+                sections.append(size_section(sw, title, a, figs, results, by_id))
             else:
                 a = analyze_runs(results, meta.get("x", "task_params.N"), meta.get("separations"))
                 claims = [{"text": s["text"], "held": s["held"], "source": title,
@@ -98,16 +105,21 @@ def _experiment_of(sw: dict | None) -> Experiment | None:
         return None
 
 
-def _experiment_figures(exp, summary) -> list[tuple[str, str]]:
+def _experiment_figures(exp: Experiment, summary) -> list[tuple[str, str]]:
+    return _drawn(f"{summary.experiment} ({summary.scale})", lambda out: exp.figures(summary, out))
+
+
+def _drawn(title: str, draw) -> list[tuple[str, str]]:
+    """(caption, base64 PNG) of each figure `draw(directory)` writes; none where it cannot draw."""
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            paths = exp.figures(summary, Path(tmp))
-        except Exception:  # noqa: BLE001 - partial data an experiment cannot draw yet: report without it
+            paths = draw(Path(tmp))
+        except Exception:  # noqa: BLE001 - partial data that cannot be drawn yet: report without it
             return []
         for p in paths:
             if p.suffix == ".png":
-                out.append((f"{summary.experiment} ({summary.scale}): {p.stem}", base64.b64encode(p.read_bytes()).decode()))
+                out.append((f"{title}: {p.stem}", base64.b64encode(p.read_bytes()).decode()))
     return out
 
 

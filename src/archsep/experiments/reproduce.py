@@ -34,7 +34,7 @@ def default_out(name: str, scale: str, overrides: dict | None = None) -> Path:
 
 OUTPUTS = ("runs.csv", "summary.json", "summary.txt")
 # the figures the presets draw (PNG and SVG of each stem)
-FIGURES = tuple(f"{stem}.{ext}" for stem in ("figure", "heatmaps", "val_curves") for ext in ("png", "svg"))
+FIGURES = tuple(f"{stem}.{ext}" for stem in ("figure", "heatmaps", "accuracy", "val_curves") for ext in ("png", "svg"))
 
 
 def outputs_name(name: str, scale: str = "full", overrides: dict | None = None) -> str:

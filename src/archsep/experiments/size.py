@@ -15,12 +15,15 @@ accuracy wins, ties go to the one that got there in fewer steps, then to the fir
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..analysis.size import CellKey, accuracy_table, size_points
+from ..analysis.size import select as select  # re-exported: the presets' selection rule
+from ..analysis.size import cell_record as size_record
 from ..config import RunConfig, TrainConfig
+from ..reporting.plots import accuracy_vs_N, heatmaps, val_curves
 from ..results import Claim, RunResult, Summary
 from .base import Experiment, _fmt_setting, claim_lines, run_settings
 
@@ -44,8 +47,12 @@ class SizeArch:
     steps: int | None = None
     lrs: tuple[float, ...] | None = None
 
-    def name(self, width: int) -> str:
+    def name(self, width: int | str) -> str:
         return f"{self.label}-{width}" if not self.label.startswith("TF") else f"TF-({self.label[3:]},{width})"
+
+    def family(self) -> str:
+        """The name without a width: "LSTM-w", "TF-(1,w)"."""
+        return self.name("w")
 
     def model_params(self, width: int) -> dict:
         heads = {"heads": max(1, min(4, width // 16))} if self.arch == "tf-preln" else {}
@@ -91,6 +98,7 @@ class Cell:
     width: int
     seed: int
     runs: tuple[RunConfig, ...]  # one per learning rate, in grid order
+    family: str = ""  # the architecture without its width, e.g. "TF-(1,w)" (default: the label)
 
 
 def cell_runs(task: str, arch: SizeArch, width: int, N: int, seed: int, s: SizeScale, label: str,
@@ -104,52 +112,10 @@ def cell_runs(task: str, arch: SizeArch, width: int, N: int, seed: int, s: SizeS
                  for lr in arch.lrs or s.lrs)
 
 
-def select(runs: list[RunResult | None]) -> tuple[int, RunResult] | None:
-    """The learning rate of a cell chosen on validation: best validation accuracy, then fewer
-    steps to it, then the first in the grid. Runs that failed take no part."""
-    best = None
-    for k, r in enumerate(runs):
-        if r is None or r.status == "error" or r.best_metric is None:
-            continue
-        key = (-r.best_metric, -(r.best_samples or 0), -k)
-        if best is None or key > best[0]:
-            best = (key, k, r)
-    return None if best is None else (best[1], best[2])
-
-
-def _steps(r: RunResult) -> int:
-    """Steps trained: to the target when reached, else the whole budget (or to divergence)."""
-    bs = r.config["train"]["batch_size"]
-    if r.status == "ok" and r.samples:
-        return r.samples // bs
-    return (r.curve[-1][0] if r.curve else r.config["train"]["budget"]) // bs
-
-
 def cell_record(cell: Cell, results: list[RunResult | None]) -> dict:
-    rec = {"label": cell.label, "N": cell.N, "width": cell.width, "seed": cell.seed,
-           "arch": cell.runs[0].arch, "task": cell.runs[0].task}
-    runs = [{"lr": c.train.lr, "status": r.status, "steps": _steps(r), "val_acc": _acc(r.best_metric),
-             "best_step": (r.best_samples or 0) // BATCH, "run_id": r.run_id,
-             "curve": [(s // BATCH, 1 - m) for s, m in r.curve]}
-            for c, r in zip(cell.runs, results) if r is not None and r.status != "error"]
-    chosen = select(results)
-    done = [r for r in results if r is not None]
-    rec["wall_s"] = round(sum(r.wall_s for r in done), 3)
-    if chosen is None:
-        errors = [r.error for r in done if r.error]
-        rec.update(status="error" if done else "missing", test_acc=None, val_acc=None, best_lr=None, steps=None,
-                   reached=False, params=None, state_size=None, runs=runs,
-                   error=errors[0].splitlines()[0] if errors else None)
-        return rec
-    k, r = chosen
-    rec.update(status="ok", test_acc=_acc(r.test_metric), val_acc=_acc(r.best_metric), best_lr=cell.runs[k].train.lr,
-               steps=_steps(r), reached=r.status == "ok", params=r.params, state_size=r.state_size, runs=runs,
-               error=None)
-    return rec
-
-
-def _acc(err: float | None) -> float | None:
-    return None if err is None else 1.0 - err
+    """The cell's row (`analysis.size.cell_record`): its runs, the lr chosen, its accuracies."""
+    key = CellKey(cell.family or cell.label, cell.width, cell.N, cell.seed, cell.label)
+    return size_record(key, [c.train.lr for c in cell.runs], results, cell.runs[0].arch, cell.runs[0].task)
 
 
 CELL_COLUMNS = ["label", "arch", "task", "N", "width", "seed", "test_acc", "val_acc", "best_lr", "steps",
@@ -174,9 +140,11 @@ class SizeExperiment(Experiment):
                         if a.Ns is not None and N not in a.Ns:
                             continue
                         for seed in range(s.seeds):
-                            label = a.name(w) + (f" [{vname}]" if vname else "")
+                            suffix = f" [{vname}]" if vname else ""
+                            label = a.name(w) + suffix
                             out.append(Cell(label, N, w, seed,
-                                            cell_runs(self.task, a, w, N, seed, s, label, dict(vparams), device)))
+                                            cell_runs(self.task, a, w, N, seed, s, label, dict(vparams), device),
+                                            a.family() + suffix))
         return out
 
     def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
@@ -239,9 +207,9 @@ class SizeExperiment(Experiment):
         return [{k: c.get(k) for k in CELL_COLUMNS} for c in summary.data["cells"]]
 
     def figures(self, summary: Summary, out: Path) -> list[Path]:
-        cells = summary.data["cells"]
-        return heatmaps(cells, self.registry_name, out / "heatmaps") + val_curves(cells, self.registry_name,
-                                                                                 out / "val_curves")
+        cells, name, target = summary.data["cells"], self.registry_name, summary.data.get("target", TARGET)
+        return (heatmaps(cells, name, out / "heatmaps") + accuracy_vs_N(size_points(cells), name, out / "accuracy")
+                + val_curves(cells, name, out / "val_curves", target))
 
     def text(self, summary: Summary) -> str:
         d = summary.data
@@ -263,94 +231,5 @@ class SizeExperiment(Experiment):
         return "\n".join(lines + claim_lines(summary.claims))
 
 
-def accuracy_table(cells: list[dict]) -> dict[str, dict[tuple[int, int], float]]:
-    """{label: {(N, width): mean test accuracy over seeds}}."""
-    acc: dict[str, dict[tuple[int, int], list[float]]] = defaultdict(lambda: defaultdict(list))
-    for c in cells:
-        if c["test_acc"] is not None:
-            acc[c["label"]][(c["N"], c["width"])].append(c["test_acc"])
-    return {lab: {k: sum(v) / len(v) for k, v in d.items()} for lab, d in acc.items()}
-
-
 def pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-# --- figures -------------------------------------------------------------------------------
-def _families(cells: list[dict]) -> dict[str, list[dict]]:
-    fam: dict[str, list[dict]] = defaultdict(list)
-    for c in cells:
-        lab, w = c["label"], c["width"]
-        key = lab.replace(f",{w})", ",w)") if lab.startswith("TF") else lab.replace(f"-{w}", "-w", 1)
-        fam[key].append(c)
-    return dict(sorted(fam.items()))
-
-
-def heatmaps(cells: list[dict], name: str, stem: Path) -> list[Path]:
-    """One panel per architecture family: mean test accuracy, rows = widths, columns = N."""
-    import numpy as np
-
-    from ..reporting.plots import plt, save
-
-    fams = _families(cells)
-    n = max(1, len(fams))
-    cols = min(4, n)
-    rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols + 1.0, 2.5 * rows + 0.5), squeeze=False,
-                             layout="constrained")
-    for ax in axes.flat[n:]:
-        ax.axis("off")
-    im = None
-    for ax, (fam, cs) in zip(axes.flat, fams.items()):
-        Ns = sorted({c["N"] for c in cs})
-        ws = sorted({c["width"] for c in cs})
-        grid = np.full((len(ws), len(Ns)), np.nan)
-        for i, w in enumerate(ws):
-            for j, N in enumerate(Ns):
-                v = [c["test_acc"] for c in cs if c["N"] == N and c["width"] == w and c["test_acc"] is not None]
-                if v:
-                    grid[i, j] = float(np.mean(v))
-        im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", origin="lower", aspect="auto")
-        for i in range(len(ws)):
-            for j in range(len(Ns)):
-                txt = "not run" if np.isnan(grid[i, j]) else f"{100 * grid[i, j]:.0f}"
-                ax.text(j, i, txt, ha="center", va="center", fontsize=8,
-                        color="grey" if np.isnan(grid[i, j]) else "w" if grid[i, j] < 0.6 else "k")
-        ax.set_xticks(range(len(Ns)), [str(N) for N in Ns])
-        ax.set_yticks(range(len(ws)), [str(w) for w in ws])
-        ax.set_xlabel("length N")
-        ax.set_ylabel("width")
-        ax.set_title(fam, fontsize=9)
-    if im is not None:
-        fig.colorbar(im, ax=list(axes.flat), shrink=0.8, label="test accuracy")
-    fig.suptitle(f"{name}: test accuracy (%)", fontsize=10)
-    return save(fig, stem)
-
-
-def val_curves(cells: list[dict], name: str, stem: Path) -> list[Path]:
-    """Validation accuracy over training steps of each cell's selected learning rate, one panel
-    per length N (first seed), one line per model."""
-    from ..reporting.plots import MARKERS, plt, save
-
-    Ns = sorted({c["N"] for c in cells})
-    fig, axes = plt.subplots(1, max(1, len(Ns)), figsize=(3.4 * max(1, len(Ns)), 3.2), squeeze=False, sharey=True,
-                             layout="constrained")
-    labels = sorted({c["label"] for c in cells})
-    first = min((c["seed"] for c in cells), default=0)  # the first seed (a --set seed=S shifts them)
-    for ax, N in zip(axes[0], Ns):
-        for k, lab in enumerate(labels):
-            cs = [c for c in cells if c["N"] == N and c["label"] == lab and c["seed"] == first and c["runs"]]
-            if not cs:
-                continue
-            c = cs[0]
-            run = next((x for x in c["runs"] if x["lr"] == c["best_lr"]), c["runs"][0])
-            ax.plot([p[0] for p in run["curve"]], [p[1] for p in run["curve"]], marker=MARKERS[k % len(MARKERS)],
-                    markersize=3, label=lab)
-        ax.axhline(TARGET, color="grey", lw=0.8, ls="--")
-        ax.set_title(f"N = {N}", fontsize=9)
-        ax.set_xlabel("training steps")
-        ax.grid(True, alpha=0.3)
-    axes[0][0].set_ylabel("validation accuracy")
-    axes[0][-1].legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"{name}: validation curves (selected lr)", fontsize=10)
-    return save(fig, stem)

@@ -108,3 +108,110 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | N
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     return save(fig, stem)
+
+
+def _families(cells: list[dict]) -> dict[str, list[dict]]:
+    """Cells by their family (the architecture without its width, as the analysis keyed it)."""
+    fam: dict[str, list[dict]] = {}
+    for c in cells:
+        fam.setdefault(c.get("family") or c["label"], []).append(c)
+    return dict(sorted(fam.items()))
+
+
+def heatmaps(cells: list[dict], name: str, stem: Path) -> list[Path]:
+    """One panel per architecture family: mean test accuracy, rows = widths, columns = N."""
+    import math
+
+    import numpy as np
+
+    fams = _families(cells)
+    n = max(1, len(fams))
+    cols = min(4, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols + 1.0, 2.5 * rows + 0.5), squeeze=False,
+                             layout="constrained")
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    im = None
+    for ax, (fam, cs) in zip(axes.flat, fams.items()):
+        Ns = sorted({c["N"] for c in cs})
+        ws = sorted({c["width"] for c in cs})
+        grid = np.full((len(ws), len(Ns)), np.nan)
+        for i, w in enumerate(ws):
+            for j, N in enumerate(Ns):
+                v = [c["test_acc"] for c in cs if c["N"] == N and c["width"] == w and c["test_acc"] is not None]
+                if v:
+                    grid[i, j] = float(np.mean(v))
+        im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", origin="lower", aspect="auto")
+        for i in range(len(ws)):
+            for j in range(len(Ns)):
+                txt = "not run" if np.isnan(grid[i, j]) else f"{100 * grid[i, j]:.0f}"
+                ax.text(j, i, txt, ha="center", va="center", fontsize=8,
+                        color="grey" if np.isnan(grid[i, j]) else "w" if grid[i, j] < 0.6 else "k")
+        ax.set_xticks(range(len(Ns)), [str(N) for N in Ns])
+        ax.set_yticks(range(len(ws)), [str(w) for w in ws])
+        ax.set_xlabel("length N")
+        ax.set_ylabel("width")
+        ax.set_title(fam, fontsize=9)
+    if im is not None:
+        fig.colorbar(im, ax=list(axes.flat), shrink=0.8, label="test accuracy")
+    fig.suptitle(f"{name}: test accuracy (%)", fontsize=10)
+    return save(fig, stem)
+
+
+def val_curves(cells: list[dict], name: str, stem: Path, target: float | None = None) -> list[Path]:
+    """Validation accuracy over training steps of each cell's selected learning rate, one panel
+    per length N (first seed), one line per model."""
+    Ns = sorted({c["N"] for c in cells})
+    fig, axes = plt.subplots(1, max(1, len(Ns)), figsize=(3.4 * max(1, len(Ns)), 3.2), squeeze=False, sharey=True,
+                             layout="constrained")
+    labels = sorted({c["label"] for c in cells})
+    first = min((c["seed"] for c in cells), default=0)  # the first seed (a --set seed=S shifts them)
+    for ax, N in zip(axes[0], Ns):
+        for k, lab in enumerate(labels):
+            cs = [c for c in cells if c["N"] == N and c["label"] == lab and c["seed"] == first and c["runs"]]
+            if not cs:
+                continue
+            c = cs[0]
+            run = next((x for x in c["runs"] if x["lr"] == c["best_lr"]), c["runs"][0])
+            ax.plot([p[0] for p in run["curve"]], [p[1] for p in run["curve"]], marker=MARKERS[k % len(MARKERS)],
+                    markersize=3, label=lab)
+        if target is not None:
+            ax.axhline(target, color="grey", lw=0.8, ls="--")
+        ax.set_title(f"N = {N}", fontsize=9)
+        ax.set_xlabel("training steps")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("validation accuracy")
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"{name}: validation curves (selected lr)", fontsize=10)
+    return save(fig, stem)
+
+
+def accuracy_vs_N(points: list[dict], name: str, stem: Path) -> list[Path]:
+    """Mean test accuracy against length N, one line per model (family and width), with the
+    t interval over seeds as error bars (none from a single seed)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    labels = sorted({p["label"] for p in points})
+    for k, lab in enumerate(labels):
+        ps = [p for p in points if p["label"] == lab and p["mean"] is not None
+              and isinstance(p["N"], (int, float)) and not isinstance(p["N"], bool)]
+        ps.sort(key=lambda p: p["N"])
+        if not ps:
+            continue
+        lo = [p["mean"] - (p["ci"][0] if p["ci"][0] is not None else p["mean"]) for p in ps]
+        hi = [(p["ci"][1] if p["ci"][1] is not None else p["mean"]) - p["mean"] for p in ps]
+        ax.errorbar([p["N"] for p in ps], [p["mean"] for p in ps], yerr=[lo, hi], marker=MARKERS[k % len(MARKERS)],
+                    capsize=3, label=plain(lab))
+    ax.set_xscale("log")
+    Ns = sorted({p["N"] for p in points if isinstance(p["N"], (int, float)) and not isinstance(p["N"], bool)})
+    if Ns:
+        ax.set_xticks(Ns)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("length N")
+    ax.set_ylabel("test accuracy (mean over seeds, 95% t interval)")
+    ax.set_title(plain(f"{name}: test accuracy against N"), fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return save(fig, stem)

@@ -157,6 +157,36 @@ def sweep_section(sw: dict | None, title: str, a: dict, figs: list, results: lis
     return "\n".join(out)
 
 
+def size_figures(cells: list[dict], points: list[dict], name: str, out: Path) -> list[Path]:
+    """A size measurement's figures, as a size preset draws them: heat maps of test accuracy,
+    test accuracy against N, validation curves of the chosen learning rates."""
+    from .plots import accuracy_vs_N, heatmaps, val_curves
+
+    return (heatmaps(cells, name, out / "heatmaps") + accuracy_vs_N(points, name, out / "accuracy")
+            + val_curves(cells, name, out / "val_curves"))
+
+
+def size_section(sw: dict | None, title: str, a: dict, figs: list, results: list[RunResult], by_id: dict) -> str:
+    """A sweep measured by size: its figures, the accuracy of each (model, N) over seeds, its runs."""
+    out = [f"<h2>{_e(title)}</h2>"]
+    if sw:
+        out.append(f"<p>sweep id <code>{_e(sw['sweep_id'])}</code>, {len(results)} finished run(s) in "
+                   f"{len(a['cells'])} cell(s); size measurement: test accuracy of each cell's learning rate "
+                   f"chosen on validation, against {_e(a['x'])}</p>")
+    for cap, b64 in figs:
+        out.append(f"<figure><img class='fig' alt='{_e(cap)}' src='data:image/png;base64,{b64}'>"
+                   f"<figcaption>{_e(cap)}</figcaption></figure>")
+    out.append("<h3>Test accuracy (mean over seeds)</h3>")
+    out.append(_table(["model", "width", _e(a["x"]), "seeds", "mean test accuracy", "95% CI (t)", "lr chosen"],
+                      [[_e(p["label"]), _e(p["width"]), _e(p["N"]), str(p["seeds"]), _n(p["mean"], "{:.3f}"),
+                        f"[{_n(p['ci'][0], '{:.3f}')}, {_n(p['ci'][1], '{:.3f}')}]",
+                        _e(", ".join(f"{lr:g}" for lr in p["lrs"]))] for p in a["points"]], {1, 2, 3, 4}))
+    out.append(_runs_table(results, by_id))
+    if sw:
+        out.append(f"<details><summary>sweep file</summary><pre>{_e(sw['source'])}</pre></details>")
+    return "\n".join(out)
+
+
 def _samples_tables(a: dict) -> str:
     out = []
     if a["fits"]:

@@ -334,7 +334,7 @@ def check_sweep(sw: dict) -> dict:
     _text(sw.get("preset"), where, "preset")
     _int(sw.get("quick"), where, "quick", null=False)
     a = _json(sw.get("analysis"), where, "analysis", dict)
-    from .sweep import ANALYSIS_KEYS, RUN_KEYS
+    from .sweep import ANALYSIS_KEYS, MEASURES, RUN_KEYS
 
     stored_keys = (*ANALYSIS_KEYS, "overrides")  # a preset's --set values are kept with its sweep
     for k in a:
@@ -352,6 +352,11 @@ def check_sweep(sw: dict) -> dict:
     ov = a.get("overrides", {})
     if not isinstance(ov, dict) or not all(isinstance(v, (str, int, float, bool, list)) for v in ov.values()):
         raise Damaged(where, "analysis.overrides", f"expected a table of --set values, got {_short(ov)}")
+    if a.get("measure", "samples") not in MEASURES:
+        raise Damaged(where, "analysis.measure", f"expected one of {', '.join(MEASURES)}, got {_short(a['measure'])}")
+    w = a.get("width")
+    if w is not None and not (isinstance(w, str) and w.startswith("model_params.")):
+        raise Damaged(where, "analysis.width", f"expected a model parameter such as \"model_params.hidden\", got {_short(w)}")
     return {**sw, "analysis_data": a}
 
 

@@ -20,6 +20,8 @@
     [analysis]                    # optional: what the report fits and compares
     x = "task_params.N"           # the scaling variable of samples ~ x^alpha
     separations = [["TF", "FFN"]] # (better, worse): is alpha_worse - alpha_better > 0?
+    # measure = "size"            # or: test accuracy per (model, width, x) cell, lr chosen on
+    # width = "model_params.hidden"  # validation (the model parameter that is the width)
 
 The runs are arms x grid x seeds. Every key is checked against the config fields (an unknown
 one is named with the closest valid key), every value against its type, every axis for being
@@ -49,7 +51,8 @@ from ..registry import _coerce, init_fields
 TOP_KEYS = ("name", "description", "imports", "seeds", "base", "arms", "grid", "analysis")
 RUN_KEYS = ("task", "arch", "label", "seed", "task_params", "model_params", "train")
 PARAM_TABLES = ("task_params", "model_params", "train")
-ANALYSIS_KEYS = ("x", "separations", "scale")
+ANALYSIS_KEYS = ("x", "separations", "scale", "measure", "width")
+MEASURES = ("samples", "size")  # samples to a threshold against x; accuracy per (arch, width, x) cell
 MAX_RUNS = 100_000  # runs per sweep
 MAX_FILE_BYTES = 2_000_000  # a sweep file's size
 PROGRESS_FROM = 5_000  # plans of this many runs show a progress line while they are built
@@ -335,7 +338,20 @@ def _analysis(a: Any, where: str) -> dict:
         if better == worse:
             raise ArchsepError(f"{where}: analysis.separations[{i}]: a separation compares two different labels, "
                                f"got {better!r} twice")
-    return {"x": x, "separations": seps}
+    measure = a.get("measure", "samples")
+    if measure not in MEASURES:
+        raise ArchsepError(f"{where}: analysis.measure: unknown value {measure!r}{closest(str(measure), MEASURES)}; "
+                           f"allowed: {', '.join(MEASURES)}")
+    width = a.get("width")
+    if width is not None and (measure != "size" or not isinstance(width, str)
+                              or not width.startswith("model_params.") or width == "model_params."):
+        raise ArchsepError(f"{where}: analysis.width: with measure = \"size\", the model parameter that is the width, "
+                           f"such as \"model_params.hidden\"; got {width!r}")
+    if measure == "size" and seps:
+        raise ArchsepError(f"{where}: analysis.separations: compare exponents of samples-to-threshold; a size "
+                           "measurement has none (leave them out)")
+    out = {"x": x, "separations": seps}
+    return out if measure == "samples" else {**out, "measure": measure, **({"width": width} if width else {})}
 
 
 def _values_of(key: str, base: dict, arms: list[dict], axes: dict) -> list[str]:

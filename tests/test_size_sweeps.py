@@ -1,0 +1,78 @@
+"""A size measurement from a sweep file (`[analysis] measure = "size"`): its runs grouped into
+cells, the learning rate chosen on validation, accuracy per (model, width, N) over seeds; and
+its keys checked like every other."""
+from __future__ import annotations
+
+import pytest
+
+from archsep.analysis.size import analyze_size, size_cells, size_points
+from archsep.errors import ArchsepError
+from archsep.results import RunResult
+from archsep.runs import sweep as sw
+
+SIZE = '''name = "s"
+seeds = 2
+[base]
+task = "index-lookup"
+arch = "lstm"
+label = "LSTM"
+train = { budget = 640, threshold = 0.01, eval_mode = "every", keep_best = true, test_size = 100 }
+[grid]
+"task_params.N" = [4, 8]
+"model_params.hidden" = [4, 8]
+"train.lr" = [1e-3, 3e-3]
+[analysis]
+'''
+
+
+def test_a_size_sweep_parses_and_bad_keys_are_refused_by_name():
+    s = sw.parse(SIZE + 'measure = "size"\nwidth = "model_params.hidden"\n')
+    assert s.analysis == {"x": "task_params.N", "separations": [], "measure": "size", "width": "model_params.hidden"}
+    assert sw.parse(SIZE).analysis == {"x": "task_params.N", "separations": []}  # samples: as before
+    for extra, field in [('measure = "sizes"', "analysis.measure"), ('width = "hidden"\nmeasure = "size"', "analysis.width"),
+                         ('width = "model_params.hidden"', "analysis.width"),
+                         ('measure = "size"\nseparations = [["A", "B"]]', "analysis.separations")]:
+        with pytest.raises(ArchsepError) as e:
+            sw.parse(SIZE + extra + "\n")
+        assert field in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ArchsepError, match="allowed: samples, size"):
+        sw.parse(SIZE + 'measure = "sizes"\n')
+
+
+def _run(rid: str, N: int, hidden: int, seed: int, lr: float, val_err: float, test_err: float, samples: int = 640,
+         status: str = "ok") -> RunResult:
+    cfg = {"task": "index-lookup", "arch": "lstm", "label": "LSTM", "seed": seed, "task_params": {"N": N},
+           "model_params": {"hidden": hidden},
+           "train": {"budget": 640, "batch_size": 64, "lr": lr, "threshold": 0.01, "keep_best": True}}
+    return RunResult(rid, cfg, status, samples, 640, val_err, val_err, test_metric=test_err, best_samples=samples,
+                     curve=[(320, val_err + 0.1), (samples, val_err)])
+
+
+def test_cells_choose_the_learning_rate_on_validation_not_on_test():
+    runs = [_run("a", 4, 8, 0, 1e-3, val_err=0.10, test_err=0.05),   # better on test, worse on validation
+            _run("b", 4, 8, 0, 3e-3, val_err=0.02, test_err=0.30),
+            _run("c", 4, 8, 1, 1e-3, val_err=0.05, test_err=0.10),
+            _run("d", 4, 8, 1, 3e-3, val_err=0.05, test_err=0.20, samples=320),  # a tie: fewer steps wins
+            _run("e", 8, 8, 0, 1e-3, val_err=0.50, test_err=0.50)]
+    cells = size_cells(runs, width="model_params.hidden")
+    by = {(c["N"], c["seed"]): c for c in cells}
+    assert len(cells) == 3 and {len(c["runs"]) for c in cells} == {1, 2}
+    assert by[(4, 0)]["best_lr"] == 3e-3 and by[(4, 0)]["test_acc"] == pytest.approx(0.70)
+    assert by[(4, 1)]["best_lr"] == 3e-3 and by[(4, 1)]["test_acc"] == pytest.approx(0.80)
+    assert all(c["label"] == "LSTM-8" and c["family"] == "LSTM" and c["width"] == 8 for c in cells)
+    (p4, p8) = size_points(cells)
+    assert p4["N"] == 4 and p4["seeds"] == 2 and p4["mean"] == pytest.approx(0.75)
+    assert p4["ci"][0] < 0.75 < p4["ci"][1]  # a t interval over the two seeds
+    assert p8["seeds"] == 1 and p8["ci"] == [None, None]  # one seed: no interval
+    a = analyze_size(runs, width="model_params.hidden")
+    assert a["measure"] == "size" and a["cells"] == cells
+
+
+def test_the_width_comes_from_the_model_config_when_the_sweep_leaves_it_at_its_default():
+    r = _run("a", 4, 8, 0, 1e-3, 0.1, 0.1)
+    r.config["model_params"] = {}  # LSTM's default hidden size
+    from archsep.models import MODELS
+
+    default = MODELS.get("lstm")().hidden
+    (cell,) = size_cells([r])
+    assert cell["width"] == default and cell["label"] == f"LSTM-{default}"
