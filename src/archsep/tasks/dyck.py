@@ -1,5 +1,7 @@
 """Bounded Dyck-(2,2) recognition (paper A, SPEC 1.3).
 
+    x = [ [ ] ] [ ( ) ]   (ids 2 2 3 3 2 0 1 3, N = 8)  ->  label 1 (well nested, depth <= 2)
+
 Strings of even length N over `( ) [ ]` (token ids 0 1 2 3: id = 2*type + is_close), label 1
 iff the string is a well-nested bracket string of nesting depth <= 2. Labels are i.i.d. fair
 coins, so the chance accuracy is 1/2 and the best constant predictor's error is 0.5.

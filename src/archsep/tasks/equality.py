@@ -1,5 +1,7 @@
 """String equality (paper A, SPEC 1.4): `a [SEP] b`, label 1 iff a == b.
 
+    x = 0 1 1 SEP 0 1 1   (ids 0 1 1 2 0 1 1, N = 6, eq-random)  ->  label 1 (a == b)
+
 N is the combined length |a| + |b| (even); the input has N + 1 tokens (symbols 0..vocab-1,
 SEP = vocab), classified at the last position. Labels are i.i.d. fair coins: chance accuracy
 1/2, best constant error 0.5.

@@ -1,5 +1,7 @@
 """Index lookup (paper A, SPEC 1.2).
 
+    x = 55 32 31 13 37 [p=2]   (ids 55 32 31 13 37 65, vocab 64)  ->  label 32 (s_2)
+
 Input: symbols s_1..s_k (token ids 0..vocab-1), then one query token `vocab + p - 1` naming a
 position p in [k] (a separate block of N index tokens). Target: s_p, classified at the last
 position. Chance accuracy 1/vocab (symbols are uniform, so no constant does better).

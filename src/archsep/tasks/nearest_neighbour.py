@@ -1,5 +1,7 @@
 """Nearest neighbour and MQAR (paper A, SPEC 1.5).
 
+    x = (-0.02, 1.00) y=0, (1.00, 0.07) y=1, query (0.99, 0.16), query (-0.61, 0.79)  ->  labels 1, 0
+
 N points in R^d: the first m = N//2 carry i.i.d. fair labels and are shown with them; each of
 the N - m later points (queries) must be labelled with the label of its nearest labelled point
 (argmax inner product). Sequence (vector inputs, width d + 2):

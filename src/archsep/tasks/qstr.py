@@ -1,5 +1,7 @@
 """q-Sparse Token Regression (paper B, SPEC 1.1).
 
+    x_1..x_4 in R^d, position 3 asking for t_3 = (1,)  (q = 1, N = 4)  ->  label y_3 = g(x_1)
+
 Every position i asks for g(x_{t_i1}, ..., x_{t_iq}); the indices t_i are written into the
 prompt as positional codes, so a model must *retrieve* the tokens they point at.
 """
