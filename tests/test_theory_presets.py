@@ -70,22 +70,50 @@ def test_heads_summary_claims(tmp_path):
     assert "floor" in p.text(s)
 
 
-def test_fig3_configs_use_q_heads():
+def test_fig3_configs_are_appendix_e():
     p = PRESETS.get("qstr-fig3")()
-    cfgs = p.plan("quick", device="cpu")
-    assert {(c.task_params["q"], c.model_params["heads"]) for c in cfgs} == {(1, 1), (2, 2), (3, 3)}
-    assert all(c.task_params["N"] == 7 and c.task_params["link"] == "hermite2" for c in cfgs)
-    assert all(c.train.lr == 1e-4 and c.train.threshold == 0.88 for c in cfgs)
+    for scale, unit in (("quick", 50), ("full", 500)):
+        cfgs = p.plan(scale, device="cpu")
+        tf = [c for c in cfgs if c.label == "TF"]
+        assert tf and all(c.model_params["heads"] == c.task_params["q"] for c in tf)  # H = q heads
+        rnn = [c for c in cfgs if c.label == "RNN"]
+        assert rnn and all(c.model_params == {"cell": "tanh", "hidden": unit * c.task_params["q"]} for c in rnn)
+        assert all(c.model_config().bidirectional for c in rnn)  # a simple bidirectional RNN, linear readout
+        assert {c.label for c in cfgs} == {"TF", "RNN", "FFN"}
+        assert all(c.task_params["N"] == 7 and c.task_params["link"] == "hermite2" for c in cfgs)
+        assert all(c.task_params["replace"] for c in cfgs)  # tuples from [N]^q, as Definition 2
+        assert all(c.train.lr == 1e-4 and c.train.threshold == 0.88 and c.train.weight_decay == 0.1 for c in cfgs)
+    full = p.plan("full", device="cpu")
+    assert {c.train.eval_size for c in full} == {10_000} and len({c.seed for c in full}) == 5
 
 
-def test_fig3_summary_and_plot(tmp_path):
-    p = PRESETS.get("qstr-fig3")()
+def _fig3_runs(gap_growth: float) -> list:
+    """TF, RNN and FFN runs at q = 1..3, 3 seeds: the RNN and FFN need `gap_growth`^q times the
+    TF's samples (times a seed-to-seed wobble), so their gaps grow with q iff gap_growth > 1."""
     rs = []
-    for q, n in ((1, 1000), (2, 2000), (3, 3000)):
-        cfg = {"task_params": {"q": q, "N": 7}, "model_params": {"heads": q}, "label": "TF", "arch": "tf"}
-        rs.append(RunResult(run_id=str(q), config=cfg, status="ok", samples=n, resolution=640,
-                            final_metric=0.8, best_metric=0.8))
-    s = p.analyze(rs, "quick")
-    assert [pt["N"] for pt in sorted(s.data["points"], key=lambda pt: pt["N"])] == [1, 2, 3]
+    for q in (1, 2, 3):
+        for seed in range(3):
+            tf = 1000 * q * (1 + 0.05 * seed)
+            for lab, arch, n in (("TF", "tf-b", tf), ("RNN", "rnn-b", 3 * tf * gap_growth ** q * (1 + 0.03 * seed)),
+                                 ("FFN", "ffn", 5 * tf * gap_growth ** q * (1 - 0.02 * seed))):
+                cfg = {"task_params": {"q": q, "N": 7}, "model_params": {}, "label": lab, "arch": arch,
+                       "seed": seed, "train": {"budget": 2_000_000}}
+                rs.append(RunResult(run_id=f"{lab}{q}{seed}", config=cfg, status="ok", samples=int(n),
+                                    resolution=640, final_metric=0.8, best_metric=0.8))
+    return rs
+
+
+def test_fig3_claims_the_growing_gap_and_fails_a_constant_one(tmp_path):
+    p = PRESETS.get("qstr-fig3")()
+    s = p.analyze(_fig3_runs(gap_growth=2.0), "quick")
+    assert [pt["N"] for pt in sorted(s.data["points"], key=lambda pt: pt["N"]) if pt["arch"] == "TF"] == [1, 2, 3]
+    gaps = [c for c in s.claims if c.kind == "gap"]
+    assert [c.held for c in gaps] == [True, True] and all("grows with q" in c.text for c in gaps)
+    assert gaps[0].values["ratios"][3] > gaps[0].values["ratios"][1]
     assert all(c.held for c in s.claims)
     assert p.figures(s, tmp_path) and "claim HELD" in p.text(s)
+    # a gap that does not grow (every arm scales alike with q): the claim must not hold
+    flat = p.analyze(_fig3_runs(gap_growth=1.0), "quick")
+    assert [c.held for c in flat.claims if c.kind == "gap"] == [False, False]
+    shrinking = p.analyze(_fig3_runs(gap_growth=0.6), "quick")
+    assert all(c.held is False and "shrinks" in c.text for c in shrinking.claims if c.kind == "gap")

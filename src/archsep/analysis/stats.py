@@ -116,16 +116,22 @@ def _slope(logN: np.ndarray, logS: np.ndarray) -> float:
     return float((dx * (logS - logS.mean())).sum() / (dx * dx).sum())
 
 
-def seed_slopes(groups: dict[int, np.ndarray]) -> np.ndarray:
-    """One least-squares slope of log samples on log N per seed: the k-th run at every N forms
-    the k-th curve (runs are independent, so any such pairing gives independent slopes; with
-    equal counts their mean is the pooled least-squares slope). Extra runs at some N beyond the
-    smallest count are left out."""
+def _x(Ns: list, x_scale: str) -> np.ndarray:
+    """The regressor: log N (exponents, samples ~ N^alpha) or N itself (growth rates, samples ~
+    exp(rate * N), e.g. a gap that grows with q)."""
+    return np.log(np.array(Ns, float)) if x_scale == "log" else np.array(Ns, float)
+
+
+def seed_slopes(groups: dict[int, np.ndarray], x_scale: str = "log") -> np.ndarray:
+    """One least-squares slope of log samples on log N (or on N, `x_scale="linear"`) per seed:
+    the k-th run at every N forms the k-th curve (runs are independent, so any such pairing
+    gives independent slopes; with equal counts their mean is the pooled least-squares slope).
+    Extra runs at some N beyond the smallest count are left out."""
     Ns = sorted(n for n, v in groups.items() if len(v))
     if len(Ns) < 2:
         return np.array([])
     k = min(len(groups[n]) for n in Ns)
-    logN = np.log(np.array(Ns, float))
+    logN = _x(Ns, x_scale)
     Y = np.stack([np.log(np.asarray(groups[n], float)[:k]) for n in Ns], axis=1)  # (k, points)
     dx = logN - logN.mean()
     return (Y - Y.mean(1, keepdims=True)) @ dx / (dx @ dx)
@@ -158,12 +164,21 @@ def fit_exponent(groups: dict[int, np.ndarray], censored: dict[int, np.ndarray] 
     return Fit(alpha, ci, len(Ns), any_c, k, intercept)
 
 
+def _pooled_slope(groups: dict[int, np.ndarray], x_scale: str) -> float:
+    Ns = sorted(n for n, v in groups.items() if len(v))
+    if not Ns:
+        return math.nan
+    x = np.concatenate([np.full(len(groups[n]), _x([n], x_scale)[0]) for n in Ns])
+    return _slope(x, np.concatenate([np.log(groups[n]) for n in Ns]))
+
+
 def exponent_difference(a: dict[int, np.ndarray], b: dict[int, np.ndarray],
-                        level: float = 0.95) -> tuple[float, tuple[float, float]]:
-    """alpha_b - alpha_a with a Welch t interval on the two sets of per-seed slopes."""
-    sa, sb = seed_slopes(a), seed_slopes(b)
+                        level: float = 0.95, x_scale: str = "log") -> tuple[float, tuple[float, float]]:
+    """alpha_b - alpha_a with a Welch t interval on the two sets of per-seed slopes (of log
+    samples on log N; on N with `x_scale="linear"`: then the growth rate of log(b / a) in N)."""
+    sa, sb = seed_slopes(a, x_scale), seed_slopes(b, x_scale)
     if len(sa) < 2 or len(sb) < 2:
-        d = fit_exponent(b).alpha - fit_exponent(a).alpha
+        d = _pooled_slope(b, x_scale) - _pooled_slope(a, x_scale)
         return d, (math.nan, math.nan)
     va, vb = sa.var(ddof=1) / len(sa), sb.var(ddof=1) / len(sb)
     d = float(sb.mean() - sa.mean())
@@ -193,6 +208,8 @@ class Separation:
     lower_bound: bool  # censored runs entered at the budget
     blocked: str = ""  # why censoring forbids a verdict ('' = it does not)
     seeds: int = 0  # the fewest runs per point of the two
+    x_scale: str = "log"  # "linear": the difference of growth rates of log samples in N (a growing gap)
+    axis: str = "N"
 
     @property
     def excludes_zero(self) -> bool:
@@ -211,15 +228,20 @@ class Separation:
         return bool(math.isfinite(self.ci[0]) and self.ci[0] > 0)
 
     def text(self) -> str:
+        gap = self.x_scale == "linear"
+        head = (f"d/d{self.axis} log({self.worse}/{self.better} samples)" if gap
+                else f"alpha_{self.worse} - alpha_{self.better}")
         if not math.isfinite(self.difference):
-            return f"alpha_{self.worse} - alpha_{self.better}: not estimable (fewer than two lengths with data)"
+            return f"{head}: not estimable (fewer than two lengths with data)"
         lo, hi = self.ci
         if self.reversed:
-            verdict = f"lies below 0: reversed, {self.worse}'s exponent is the smaller"
+            verdict = (f"lies below 0: the gap shrinks with {self.axis}" if gap
+                       else f"lies below 0: reversed, {self.worse}'s exponent is the smaller")
         elif self.excludes_zero:
-            verdict = f"lies above 0: {self.better}'s exponent is the smaller"
+            verdict = (f"lies above 0: the gap grows with {self.axis}" if gap
+                       else f"lies above 0: {self.better}'s exponent is the smaller")
         else:
-            verdict = "includes 0: no separation shown"
+            verdict = "includes 0: no growth of the gap shown" if gap else "includes 0: no separation shown"
         if self.blocked:
             note = f"; no verdict: {self.blocked}"
         elif self.lower_bound:
@@ -228,8 +250,7 @@ class Separation:
             note = ""
         if 0 < self.seeds < MIN_SEEDS:
             note += f" ({self.seeds} seed(s) per point, fewer than {MIN_SEEDS}: a wide, approximate interval)"
-        return (f"alpha_{self.worse} - alpha_{self.better} = {self.difference:.2f}, "
-                f"95% CI [{lo:.2f}, {hi:.2f}] {verdict}{note}")
+        return f"{head} = {self.difference:.2f}, 95% CI [{lo:.2f}, {hi:.2f}] {verdict}{note}"
 
     def to_dict(self) -> dict:
         return {"better": self.better, "worse": self.worse, "difference": _num(self.difference),
@@ -240,18 +261,18 @@ class Separation:
 
 def separation(better: str, a: dict[int, np.ndarray], worse: str, b: dict[int, np.ndarray],
                censored: bool = False, censored_a: dict[int, np.ndarray] | None = None,
-               censored_b: dict[int, np.ndarray] | None = None) -> Separation:
+               censored_b: dict[int, np.ndarray] | None = None, x_scale: str = "log", axis: str = "N") -> Separation:
     """The one censoring-aware separation statement between two architectures' samples-vs-N
     data (`a` is the one claimed better): every separation claim goes through it."""
-    d, ci = exponent_difference(a, b)
+    d, ci = exponent_difference(a, b, x_scale=x_scale)
     blocked = ""
     ca = {n: np.asarray(c, bool) for n, c in (censored_a or {}).items()}
     cb = {n: np.asarray(c, bool) for n, c in (censored_b or {}).items()}
     censored_better = sorted(n for n, c in ca.items() if c.any())
     if censored_better:
-        blocked = f"{better} has censored runs (at N = {', '.join(map(str, censored_better))}); raise the budget"
+        blocked = f"{better} has censored runs (at {axis} = {', '.join(map(str, censored_better))}); raise the budget"
     elif cb and cb[min(cb)].any():
-        blocked = f"{worse} has censored runs at its smallest N = {min(cb)}; raise the budget"
+        blocked = f"{worse} has censored runs at its smallest {axis} = {min(cb)}; raise the budget"
     lower = censored or bool(censored_better) or any(c.any() for c in cb.values())
     seeds = min(len(seed_slopes(a)), len(seed_slopes(b)))
-    return Separation(better, worse, d, ci, lower, blocked, seeds)
+    return Separation(better, worse, d, ci, lower, blocked, seeds, x_scale, axis)
