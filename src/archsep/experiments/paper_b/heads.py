@@ -76,7 +76,8 @@ class Heads(Experiment):
             many = [r for r in rows if r["q"] == q and r["H"] >= q and r["best_mse"] is not None]
             if few:
                 held = all(r["best_mse"] >= r["bound"] - self.tolerance for r in few)
-                claims.append(Claim("floor", f"q={q}: every H < q stays above its floor 1 - H(q+d)/(qd) "
+                claims.append(Claim("floor", f"sanity check (a theorem's lower bound, which training cannot "
+                                             f"beat): q={q}: every H < q stays above its floor 1 - H(q+d)/(qd) "
                                              f"({_list(few, True)})", bool(held),
                                     {"q": q, "best_mse": {r["H"]: r["best_mse"] for r in few},
                                      "bound": {r["H"]: r["bound"] for r in few}}))
