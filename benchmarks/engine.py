@@ -7,7 +7,8 @@ engine: the seeds stacked into one vmapped computation where that pays, progress
 
 Both run to the threshold or the step cap, so the ratio is end to end. Prints the wall-time
 ratio, model-steps/s and the achieved fraction of fp32 peak (peak measured here, same run)
-end to end and of the engine's training step alone (against a peak measured right after it), and the held-out evaluations each made
+end to end and of the engine's training step alone (against a peak measured right after it),
+and the held-out evaluations each made
 (full ones; in brackets the engine's screened-out ones, see heldout.screen).
 
     .venv/bin/python benchmarks/engine.py [--steps 300] [--seeds 5] [--threads 2] [--cases tf:4,gru:12]
@@ -82,7 +83,8 @@ def main() -> None:
     peak = peak_gflops()
     print(f"fp32 peak (2048^3 matmul, {a.threads} threads): {peak:.1f} GFLOP/s")
     print(f"{'case':<8}{'plain s':>9}{'engine s':>10}{'ratio':>7}{'plain st/s':>12}{'engine st/s':>12}"
-          f"{'plain %pk':>10}{'engine %pk':>11}{'step %pk':>9}  evals plain | engine (screened out)  samples plain | engine")
+          f"{'plain %pk':>10}{'engine %pk':>11}{'step %pk':>9}  evals plain | engine (screened out)  samples plain | "
+          f"engine")
     for case in a.cases.split(","):
         arch, N = case.split(":")
         N = int(N)

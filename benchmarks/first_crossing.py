@@ -46,7 +46,8 @@ def main() -> None:
         base = config(*CASES[name])
         t = base.train
         ways = {"every": dataclasses.replace(t, eval_mode="every", eval_every=a.eval_every),
-                "band 0": dataclasses.replace(t, eval_mode="progressive", progressive_band=0.0, eval_every=a.eval_every),
+                "band 0": dataclasses.replace(t, eval_mode="progressive", progressive_band=0.0,
+                                              eval_every=a.eval_every),
                 "band 0.5": dataclasses.replace(t, eval_mode="progressive", progressive_band=0.5,
                                                 eval_every=a.eval_every)}
         ref = None

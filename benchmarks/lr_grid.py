@@ -42,7 +42,8 @@ def main() -> None:
         total["plain"] += t_plain
         total["stacked"] += t_stacked
         same = all(abs((p.best_metric or 0) - (s.best_metric or 0)) <= 0.02 for p, s in zip(plain, stacked))
-        print(f"{name} {label} N={N}, lrs {[c.train.lr for c in cfgs]}: plain {t_plain:6.1f}s, stacked {t_stacked:6.1f}s "
+        print(f"{name} {label} N={N}, lrs {[c.train.lr for c in cfgs]}: plain {t_plain:6.1f}s, stacked "
+              f"{t_stacked:6.1f}s "
               f"({t_plain / t_stacked:4.2f}x); same best metric to 0.02: {same}", flush=True)
     print(f"all: {total['plain'] / total['stacked']:.2f}x")
 

@@ -2,7 +2,8 @@
 many training examples asked for each position (paper A's training lengths k ~ U{10..N}, one k
 per batch, query p ~ U{1..k}: position p is asked only in batches with k >= p).
 
-    python scripts/lookup_positions.py [--N 200] [--steps 12000] [--lr 1e-3] [--seed 0] [--train-lengths fixed] [--every 10000]
+    python scripts/lookup_positions.py [--N 200] [--steps 12000] [--lr 1e-3] [--seed 0]
+        [--train-lengths fixed] [--every 10000]
 
 Trains as the cpu scale's cell does (AdamW without decay, batch 64, fresh batches, the same
 model and seeds), on one thread, and prints a table by position decile.
@@ -53,7 +54,8 @@ def main() -> None:
                   f"{100 * right[last].mean():.1f}%", flush=True)
     right = _right(model, test)
     pos = test.tuples[:, 0]
-    print(f"TF-(1,64), index lookup, N={a.N}, {a.train_lengths} training lengths, {a.steps} steps, lr {a.lr}, seed {a.seed}: "
+    print(f"TF-(1,64), index lookup, N={a.N}, {a.train_lengths} training lengths, {a.steps} steps, lr {a.lr}, seed "
+          f"{a.seed}: "
           f"test accuracy {100 * right.mean():.1f}% at length N")
     print(f"{'query positions':>18}{'test accuracy':>15}{'training examples per position':>32}")
     edges = torch.linspace(0, a.N, 11).long()

@@ -103,7 +103,8 @@ def test_causal_outputs_never_see_later_positions(impl):
     bidirectional model's every output)."""
     for causal in (True, False):
         torch.manual_seed(0)
-        model = use_attention(make_model_config("tf-preln", layers=2, width=16, heads=2, causal=causal).build(LAST), impl)
+        model = use_attention(make_model_config("tf-preln", layers=2, width=16, heads=2, causal=causal).build(LAST),
+                              impl)
         x = x_for(LAST)
         y = x.clone()
         y[:, -1] = (y[:, -1] + 1) % LAST.input_dim
@@ -135,7 +136,8 @@ def test_paper_b_theory_form_is_unscaled():
     torch.testing.assert_close(fused(x), explicit(x), rtol=1e-5, atol=1e-5)
     for m in (fused, explicit, exact):
         m(x.to(next(m.parameters()).dtype)).square().sum().backward()
-    for (n, pf), (_, pe), (_, px) in zip(fused.named_parameters(), explicit.named_parameters(), exact.named_parameters()):
+    for (n, pf), (_, pe), (_, px) in zip(fused.named_parameters(), explicit.named_parameters(),
+                                         exact.named_parameters()):
         err_f, err_e = ((p.grad.double() - px.grad).abs().max().item() for p in (pf, pe))
         assert err_f <= 3 * err_e + 1e-6 * px.grad.abs().max().item(), (n, err_f, err_e)
 

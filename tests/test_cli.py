@@ -27,7 +27,7 @@ def run_cli(*args):
 def test_user_mistakes_get_one_line_and_exit_2(args, field):
     code, out, err = run_cli(*args)
     assert code == 2, err
-    lines = [l for l in err.splitlines() if l.strip()]
+    lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and field in lines[0], err
     assert "Traceback" not in err
 

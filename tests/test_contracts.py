@@ -194,7 +194,7 @@ def run_cli(*args):
 
 
 def one_error_line(err):
-    lines = [l for l in err.splitlines() if l.strip()]
+    lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("archsep: error: "), err
     return lines[0]
 

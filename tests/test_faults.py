@@ -205,7 +205,8 @@ def test_an_absurd_construction_is_refused(capsys):
 ])
 def test_non_finite_numbers_are_rejected(tmp_path, edit, expected, capsys):
     """5a. nan and +-inf in a float field (only screen_z takes inf, meaning 'never stop early')."""
-    f = write(tmp_path / "s.toml", tiny_toml("nan", Ns=(2,), extra="").replace("budget = 1280", f"budget = 1280, {edit}"))
+    f = write(tmp_path / "s.toml", tiny_toml("nan", Ns=(2,), extra="").replace("budget = 1280",
+                                                                               f"budget = 1280, {edit}"))
     assert main(["sweep", str(f), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
     assert expected in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

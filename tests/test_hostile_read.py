@@ -30,14 +30,16 @@ MARKER_MODULE = textwrap.dedent('''
 ''')
 
 
-def make_store(out: Path, task: str = "qstr", arch: str = "tf", preset: str | None = None, label: str = "TF") -> list[str]:
+def make_store(out: Path, task: str = "qstr", arch: str = "tf", preset: str | None = None,
+               label: str = "TF") -> list[str]:
     """A real store: 2 N x 2 seeds of one arm, planned by one sweep. Returns the run ids."""
     ids = []
     with open_store(out) as st:
         planned = []
         for N in (2, 3):
             for seed in (0, 1):
-                cfg = {"task": task, "arch": arch, "seed": seed, "label": label, "task_params": {"N": N, "d": 4, "q": 1},
+                cfg = {"task": task, "arch": arch, "seed": seed, "label": label, "task_params": {"N": N, "d": 4,
+                                                                                                 "q": 1},
                        "model_params": {}, "train": {"budget": 2000, "threshold": 0.5, "lr": 1e-3}}
                 rid = f"run{N}{seed}"
                 st.add(record(RunResult(rid, cfg, "ok", 200 * N + 64 * seed, 64, 0.4, 0.3,
@@ -322,7 +324,8 @@ def test_odd_but_well_formed_values_are_shown_not_fatal(tmp_path, capsys):
         code, out, err = run_main(capsys, *cmd)
         assert code == 0, (cmd, err)
     points = archsep.analyze(tmp_path)["points"]
-    assert [p["x"] for p in points if p["arch"] == "TF later_field=None"] == [3, "abc", [1, 2]]  # numbers, then the rest
+    # numbers, then the rest
+    assert [p["x"] for p in points if p["arch"] == "TF later_field=None"] == [3, "abc", [1, 2]]
     assert "foreign_pkg:Task" in (tmp_path / "x.html").read_text()
 
 

@@ -97,7 +97,8 @@ def test_the_authors_form_is_torchs_multihead_attention_then_the_mlp():
         q, k, _ = m.in_proj(x).chunk(3, -1)
         scores_authors = (q @ k.transpose(1, 2) / D**0.5).std()
         theory = MODELS.build("tf").build(task.spec)
-        scores_theory = (torch.einsum("bid,hde->bhie", x, theory.wq) @ torch.einsum("bjd,hde->bhej", x, theory.wk)).std()
+        scores_theory = (torch.einsum("bid,hde->bhie", x, theory.wq) @ torch.einsum("bjd,hde->bhej", x,
+                                                                                    theory.wk)).std()
     assert scores_authors < 0.5 < 1.5 < scores_theory  # the audit's 0.2-0.3 against 2.1-2.8
 
 

@@ -137,7 +137,6 @@ def test_the_prop3_distribution_is_the_one_the_few_heads_floor_is_proved_for():
 
 def test_the_as_published_held_out_set_is_simple_qstr_and_only_for_qstr():
     import pytest
-    import torch
 
     from archsep.config import RunConfig, TrainConfig
     from archsep.engine.evaluation import held_out_set

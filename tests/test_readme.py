@@ -40,6 +40,8 @@ def test_every_relative_link_of_the_readme_and_docs_is_a_tracked_file():
     import re
     import subprocess
 
+    import pytest
+
     root = Path(__file__).resolve().parents[1]
     tracked = set(subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True,
                                  check=True).stdout.splitlines())

@@ -69,7 +69,8 @@ def test_the_report_has_everything_and_no_network_reference(store_dir):
     assert len(re.findall(r"<img [^>]*src='data:image/png;base64,", text)) >= 2
     assert text.count("<details>") >= 10  # every run's config, and the sweep file
     assert "Claims checked" in text and ("did not hold" in text or ">held<" in text)
-    assert "Scaling exponents" in text and "Separation statements" in text and "Grid points" in text  # the extra run's generic analysis
+    # the extra run's generic analysis
+    assert "Scaling exponents" in text and "Separation statements" in text and "Grid points" in text
     assert "simulated failure" in text
     env = data["environment"]
     import torch

@@ -29,7 +29,8 @@ def test_a_size_sweep_parses_and_bad_keys_are_refused_by_name():
     s = sw.parse(SIZE + 'measure = "size"\nwidth = "model_params.hidden"\n')
     assert s.analysis == {"x": "task_params.N", "separations": [], "measure": "size", "width": "model_params.hidden"}
     assert sw.parse(SIZE).analysis == {"x": "task_params.N", "separations": []}  # samples: as before
-    for extra, field in [('measure = "sizes"', "analysis.measure"), ('width = "hidden"\nmeasure = "size"', "analysis.width"),
+    for extra, field in [('measure = "sizes"', "analysis.measure"), ('width = "hidden"\nmeasure = "size"',
+                                                                     "analysis.width"),
                          ('width = "model_params.hidden"', "analysis.width"),
                          ('measure = "size"\nseparations = [["A", "B"]]', "analysis.separations")]:
         with pytest.raises(ArchsepError) as e:

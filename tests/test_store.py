@@ -101,7 +101,7 @@ def test_two_sweeps_write_one_store_at_once(tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
              for s in (a, b)]
     outs = [p.communicate(timeout=180) for p in procs]
-    for p, (so, se) in zip(procs, outs):
+    for p, (_, se) in zip(procs, outs):
         assert p.returncode == 0, se
     rows = _rows(out / DB_NAME)
     assert len(rows) == 6  # 2 arms x N in {2,3,4}; the overlap is stored once

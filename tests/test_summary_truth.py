@@ -191,7 +191,8 @@ def test_an_axis_of_a_million_values_is_refused_in_a_moment(tmp_path, capsys):
 
 def test_a_million_run_grid_in_a_small_file_is_refused_with_its_size_and_the_limit(tmp_path, capsys):
     axis = "[" + ", ".join(map(str, range(2, 1002))) + "]"
-    f = write(tmp_path / "grid.toml", BASE + f'"task_params.N" = {axis}\n"train.lr" = [{", ".join(f"{i + 1}e-4" for i in range(1000))}]\n')
+    f = write(tmp_path / "grid.toml",
+              BASE + f'"task_params.N" = {axis}\n"train.lr" = [{", ".join(f"{i + 1}e-4" for i in range(1000))}]\n')
     t = time.perf_counter()
     assert main(["sweep", str(f), "--dry-run"]) == 2
     assert time.perf_counter() - t < 5

@@ -136,7 +136,8 @@ def test_mlflow_mirrors_the_store_and_reads_back(sweep, capsys):
         assert (tags["archsep.status"], tags["archsep.label"], tags["archsep.task"], tags["archsep.arch"]) == \
                (res.status, "FFN", "qstr", "ffn")
         p = run.data.params
-        assert p["task"] == "qstr" and p["arch"] == "ffn" and p["label"] == "FFN" and p["seed"] == str(res.config["seed"])
+        assert p["task"] == "qstr" and p["arch"] == "ffn" and p["label"] == "FFN"
+        assert p["seed"] == str(res.config["seed"])
         assert p["task_params.N"] == str(res.config["task_params"]["N"]) and p["train.budget"] == "640"
         assert p["train.lr"] == str(res.config["train"]["lr"]) and p["train.eval_mode"] == "every"
         flat = tracking._flatten(json.loads(row["config"]))

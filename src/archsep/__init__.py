@@ -51,6 +51,7 @@ from .tasks import TASKS
 from .tasks.base import Batch, ClassificationTask, Task, TaskSpec
 from . import plugins
 
-__all__ = ["ArchsepError", "Batch", "ClassificationTask", "Claim", "EXPERIMENTS", "Experiment", "MODELS", "ModelConfig", "RunConfig",
+__all__ = ["ArchsepError", "Batch", "ClassificationTask", "Claim", "EXPERIMENTS", "Experiment", "MODELS",
+           "ModelConfig", "RunConfig",
            "RunResult", "SeqModel", "Summary", "TASKS", "Task", "TaskSpec", "TrainConfig", "__version__", "analyze",
            "load", "load_results", "open_store", "plugins", "reproduce", "run_configs"]

@@ -40,7 +40,8 @@ def closest(name: str, allowed: Iterable[str]) -> str:
 
 def unknown(field: str, value: object, allowed: Iterable[str]) -> ArchsepError:
     allowed = sorted(allowed)
-    return ArchsepError.at(field, f"unknown value '{value}'{closest(str(value), allowed)}; allowed: {', '.join(allowed)}")
+    return ArchsepError.at(field,
+                           f"unknown value '{value}'{closest(str(value), allowed)}; allowed: {', '.join(allowed)}")
 
 
 def check(cond: bool, field: str, message: str) -> None:

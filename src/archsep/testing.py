@@ -207,7 +207,8 @@ def _check_batch(task: Task, spec: TaskSpec, b: Any, n: int, gen: torch.Generato
     else:
         _require(y.dtype == torch.int64, f"{what}: classification y must be int64 labels, got {y.dtype}")
         _require(bool(((sel >= 0) & (sel < spec.output_dim)).all()),
-                 f"{what}: labels must be in [0, output_dim={spec.output_dim}), got [{int(sel.min())}, {int(sel.max())}]")
+                 f"{what}: labels must be in [0, output_dim={spec.output_dim}), got [{int(sel.min())}, "
+                 f"{int(sel.max())}]")
 
 
 def _same_batch(a: Batch, b: Batch) -> str | None:
@@ -310,11 +311,13 @@ def _task_checks(c: _Checks, name: str, inst: Task | None, params: dict[str, Any
         for f in ("input_dim", "seq_len", "output_dim"):
             v = getattr(spec, f)
             _require(_is_int(v) and v >= 1, f"{f} must be a positive int, got {v!r}")
-        _require(spec.readout in ("all", "last", "mask"), f"readout must be 'all', 'last' or 'mask', got {spec.readout!r}")
+        _require(spec.readout in ("all", "last", "mask"),
+                 f"readout must be 'all', 'last' or 'mask', got {spec.readout!r}")
         _require(spec.paper_ffn_width is None or (_is_int(spec.paper_ffn_width) and spec.paper_ffn_width >= 1),
                  f"paper_ffn_width must be None or a positive int, got {spec.paper_ffn_width!r}")
         if task.kind == "regression":
-            _require(spec.output_dim == 1, f"regression needs output_dim 1 (the loss squeezes it), got {spec.output_dim}")
+            _require(spec.output_dim == 1,
+                     f"regression needs output_dim 1 (the loss squeezes it), got {spec.output_dim}")
         else:
             _require(spec.output_dim >= 2, f"classification needs output_dim >= 2 classes, got {spec.output_dim}")
         base = task.baseline

@@ -17,7 +17,8 @@ from ..fileio import atomic_write, check_output, default_dir, path_arg
 def add_parsers(sub, positive_int) -> None:
     s = sub.add_parser("sweep", help="run a sweep file (TOML) or a preset as a sweep, into a results store")
     s.add_argument("spec", metavar="FILE", help="a sweep file (.toml) or a preset name (see `archsep list`)")
-    s.add_argument("--out", type=path_arg("--out"), help="output directory holding the store archsep.db (default results/<sweep name>)")
+    s.add_argument("--out", type=path_arg("--out"),
+                   help="output directory holding the store archsep.db (default results/<sweep name>)")
     s.add_argument("--executor", default="local", help="local (default: a process pool) | ray")
     s.add_argument("--address", help="Ray cluster address HOST:PORT (default: start a local cluster)")
     s.add_argument("--workers", type=positive_int("--workers"),

@@ -13,7 +13,8 @@ def add_parser(sub, positive_int) -> None:
 
     c = sub.add_parser("construct", help="check a theoretical construction (hand-set weights, no training)")
     c.add_argument("name", help=f"one of: {', '.join(CONSTRUCTIONS.names())}")
-    c.add_argument("--N", nargs="+", type=positive_int("--N"), help="sequence lengths (default: the construction's own)")
+    c.add_argument("--N", nargs="+", type=positive_int("--N"),
+                   help="sequence lengths (default: the construction's own)")
     c.add_argument("--out", type=path_arg("--out"), help="output directory (default results/construct-NAME)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--threads", type=positive_int("--threads"), default=None, help="torch threads")

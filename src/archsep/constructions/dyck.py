@@ -172,7 +172,8 @@ class DyckRNNConstruction(Construction):
         for L in range(2, self.count_up_to + 1, 2):
             n = count_accepted(proof, L)
             rows.append({"check": "path count", "L": L, "strings": 4**L, "accuracy": 1.0 if n == 2 ** (L - 1) else 0.0,
-                         "detail": f"accepts {n} = 2^{L - 1}" if n == 2 ** (L - 1) else f"accepts {n} != 2^{L - 1}", **size})
+                         "detail": f"accepts {n} = 2^{L - 1}" if n == 2 ** (L - 1) else f"accepts {n} != 2^{L - 1}",
+                         **size})
         gen = torch.Generator().manual_seed(seed)
         for N in Ns:
             N = N + N % 2

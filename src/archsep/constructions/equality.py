@@ -110,8 +110,10 @@ class EqualityConstruction(Construction):
         for v in dict.fromkeys(r["variant"] for r in rows):
             rs = [r for r in rows if r["variant"] == v]
             axes[0].plot([r["N"] for r in rs], [r["accuracy"] for r in rs], "o-", label=v)
-            axes[1].plot([r["N"] for r in rs], [r["min_avg_unequal"] or float("nan") for r in rs], "o-", label=f"{v}: min avg, a != b")
-            axes[1].plot([r["N"] for r in rs], [max(r["max_avg_equal"], 1e-12) for r in rs], "x--", label=f"{v}: max avg, a == b")
+            axes[1].plot([r["N"] for r in rs], [r["min_avg_unequal"] or float("nan") for r in rs], "o-",
+                         label=f"{v}: min avg, a != b")
+            axes[1].plot([r["N"] for r in rs], [max(r["max_avg_equal"], 1e-12) for r in rs], "x--",
+                         label=f"{v}: max avg, a == b")
         rs = [r for r in rows if r["variant"] == rows[0]["variant"]]
         axes[1].plot([r["N"] for r in rs], [r["threshold"] for r in rs], "k:", label="threshold 1/N")
         axes[0].set_ylim(0, 1.05)

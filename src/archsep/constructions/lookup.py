@@ -47,7 +47,8 @@ class LookupTransformer:
     @property
     def params(self) -> int:
         """Embedding (V + N token rows, N + 1 positions) + W_QK + W_V + FFN (V -> V with bias)."""
-        return (self.V + self.N) * self.D + (self.N + 1) * self.D + self.D * self.D + self.D * self.V + self.V * self.V + self.V
+        return ((self.V + self.N) * self.D + (self.N + 1) * self.D + self.D * self.D + self.D * self.V
+                + self.V * self.V + self.V)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L) token ids of the index-lookup task -> (B, L, D)."""
@@ -181,7 +182,8 @@ class LookupConstruction(Construction):
             if below is not None:
                 s = task.sample_test(1, gen).x[0, :N]
                 acc_below = float((below.all_queries(s)[0] == s).float().mean())
-            batch = task.sample_test(max(1, min(16, 100_000 // N)), gen)  # the task's own batches, through the full forward
+            # the task's own batches, through the full forward
+            batch = task.sample_test(max(1, min(16, 100_000 // N)), gen)
             acc_task = float((m.forward(batch.x).argmax(-1) == batch.y).float().mean())
             rows.append({"N": N, "eta": round(m.eta, 3), "k_min": k, "width": m.D, "params": m.params,
                          "coherence": round(max_coherence(m.codes), 4), "min_target_mass": worst,

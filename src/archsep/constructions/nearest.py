@@ -109,7 +109,8 @@ class NNConstruction(Construction):
         fig, ax = plt.subplots(figsize=(6, 3.8))
         for i, N in enumerate(dict.fromkeys(r["N"] for r in rows)):
             rs = [r for r in rows if r["N"] == N]
-            ax.plot([r["gamma"] for r in rs], [r["acc_eta_theorem"] for r in rs], marker=MARKERS[i], label=f"N={N}, eta1 = (ln m+5)/gamma")
+            ax.plot([r["gamma"] for r in rs], [r["acc_eta_theorem"] for r in rs], marker=MARKERS[i],
+                    label=f"N={N}, eta1 = (ln m+5)/gamma")
             ax.plot([r["gamma"] for r in rs], [r["acc_eta_fixed"] for r in rs], marker=MARKERS[i], ls="--",
                     label=f"N={N}, eta1 = {rs[0]['eta1_fixed']} (margin-blind)")
         ax.set_xscale("log")

@@ -105,7 +105,8 @@ def fit_readout(task: QSTR, width: int, seed: int, fit_samples: int = 40_000, ri
     feature. Other links get random ReLU features of the raw tokens."""
     q, d = task.q, task.d
     proj = task.link == "hermite2"
-    ident = None if task.link in ("norm2", "hermite2") else (task.N, task.seed, tuple(getattr(task.g, "u", torch.zeros(1)).flatten().tolist()))
+    ident = None if task.link in ("norm2", "hermite2") else (task.N, task.seed, tuple(getattr(task.g, "u",
+                                                                                              torch.zeros(1)).flatten().tolist()))
     key = (task.link, q, d, ident, width, seed, fit_samples, ridge)
     if task.link == "norm2" and width >= q * d:
         return _separable_norm2(q, d, width // (q * d), seed, fit_samples, ridge)
@@ -140,7 +141,8 @@ def _separable_norm2(q: int, d: int, m1: int, seed: int, fit_samples: int, ridge
     w = torch.randn(m1, generator=gen)
     b = torch.randn(m1, generator=gen) * 1.5
     x = torch.randn(fit_samples, generator=gen).double()
-    phi = torch.cat([torch.relu(x[:, None] * w.double() + b.double()), torch.ones(fit_samples, 1, dtype=torch.float64)], 1)
+    phi = torch.cat([torch.relu(x[:, None] * w.double() + b.double()), torch.ones(fit_samples, 1,
+                                                                                  dtype=torch.float64)], 1)
     A = phi.T @ phi + ridge * fit_samples * torch.eye(m1 + 1, dtype=torch.float64)
     coef = torch.linalg.solve(A, phi.T @ (x * x - 1))
     n = q * d
@@ -225,7 +227,8 @@ class QSTRConstruction(Construction):
         model = cache[key]
         set_attention(model, task, alpha)
         ev = evaluate(task, model, seed)
-        return {"sweep": sweep, "link": link, "N": N, "d_e": task.d_e, "alpha": alpha, "heads": self.q, "width": task.spec.input_dim,
+        return {"sweep": sweep, "link": link, "N": N, "d_e": task.d_e, "alpha": alpha, "heads": self.q,
+                "width": task.spec.input_dim,
                 "mlp_width": model.mlp[0].out_features, "params": model.n_params(),
                 "nonzero": int(sum((p != 0).sum() for p in model.parameters())), **ev}
 

@@ -126,7 +126,8 @@ def run_seconds(cfg: RunConfig, steps: int) -> tuple[float, float]:
     _, examples = evaluations(cfg, steps)
     cpu = steps * sc.cpu_s + examples / CHUNK * sc.eval_s
     # evaluation on a GPU: forward only (~1/3 of a step's FLOPs and operators), CHUNK at a time
-    eval_gpu = examples / CHUNK * (sc.ops / 3 * GPU["op_s"] + sc.flops / 3 * CHUNK / cfg.train.batch_size / GPU["flops"])
+    eval_gpu = examples / CHUNK * (sc.ops / 3 * GPU["op_s"]
+                                   + sc.flops / 3 * CHUNK / cfg.train.batch_size / GPU["flops"])
     gpu = steps * (sc.ops * GPU["op_s"] + sc.flops / GPU["flops"]) + eval_gpu
     return cpu, gpu
 

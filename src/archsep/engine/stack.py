@@ -172,7 +172,8 @@ class Stacked:
         for po, pn in zip(old, new):
             st = self.opt.state.get(po)
             if st:
-                opt.state[pn] = {k: (v[sel].clone() if v.dim() and v.shape[:1] == po.shape[:1] and k != "step" else v.clone())
+                opt.state[pn] = {k: (v[sel].clone() if v.dim() and v.shape[:1] == po.shape[:1] and k != "step"
+                                     else v.clone())
                                  for k, v in st.items()}
         self.opt = opt
 

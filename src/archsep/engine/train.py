@@ -146,7 +146,8 @@ class _Track:
         base["eval_schedule"].update(full_evals=self.looks.full_evals, screened_out=self.looks.screened_out)
         return RunResult(
             **base, status=self.status,  # type: ignore[arg-type]
-            samples=self.hit if self.status == "ok" else (max_steps * tc.batch_size if self.status == "censored" else None),
+            samples=self.hit if self.status == "ok" else (max_steps * tc.batch_size if self.status == "censored"
+                                                          else None),
             final_metric=self.curve[-1][1] if self.curve else None,
             best_metric=self.best[0] if self.best else None,
             curve=self.curve, train_curve=self.train_curve,

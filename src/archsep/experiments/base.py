@@ -71,8 +71,9 @@ class Experiment(abc.ABC):
         """Draw the figure(s) into `out`; returns the files written."""
 
     def text(self, summary: Summary) -> str:
-        return "\n".join([f"{summary.experiment} ({summary.scale}): {len(summary.results)} runs"
-                          + (f" ({summary.wall_s:.0f} s this call)" if summary.wall_s else "")] + claim_lines(summary.claims))
+        head = (f"{summary.experiment} ({summary.scale}): {len(summary.results)} runs"
+                + (f" ({summary.wall_s:.0f} s this call)" if summary.wall_s else ""))
+        return "\n".join([head] + claim_lines(summary.claims))
 
     def table(self, summary: Summary) -> list[dict]:
         """runs.csv: one row per run (an experiment may give one per cell instead)."""
@@ -132,7 +133,8 @@ def run_settings(results: list[RunResult], fields: dict[str, str],
                                                                           if not isinstance(v, (int, float)) else v))
             out[name] = vals
             notes.append(f"the runs of this analysis disagree on {dotted}: "
-                         + ", ".join(f"{json.loads(k)} ({n} run(s))" for k, n in sorted(counts.items(), key=lambda kv: -kv[1])))
+                         + ", ".join(f"{json.loads(k)} ({n} run(s))" for k, n in sorted(counts.items(),
+                                                                                        key=lambda kv: -kv[1])))
     seeds = sorted({r.config.get("seed") for r in results if isinstance(r.config.get("seed"), int)})
     out["seeds"] = len(seeds) if results else fallback.get("seeds")
     out["seed_list"] = seeds if results else list(range(fallback.get("seeds") or 0))
@@ -157,4 +159,5 @@ def _fmt_setting(v) -> str:
 def write_json(path: Path, obj: dict) -> None:
     from ..fileio import OWNED, atomic_write
 
-    atomic_write(path, json.dumps(obj, indent=2, allow_nan=False), "out", allow=OWNED)  # a reader never sees half a file
+    # a reader never sees half a file
+    atomic_write(path, json.dumps(obj, indent=2, allow_nan=False), "out", allow=OWNED)

@@ -107,7 +107,8 @@ def override_plan(configs: list[RunConfig], overrides: dict[str, Any], preset: s
     if after < before:
         flats = [flatten_config(c) for c in configs]
         axes = [k for k in overrides if len({_tv(f.get(k, "")) for f in flats}) > 1]
-        named = "; ".join(f"{k} varies in {what} (values {', '.join(dict.fromkeys(_tv(f[k]) for f in flats if k in f))})"
+        named = "; ".join(f"{k} varies in {what} (values "
+                          f"{', '.join(dict.fromkeys(_tv(f[k]) for f in flats if k in f))})"
                           for k in axes) or f"{what}'s runs differ in nothing else"
         raise ArchsepError.at("set", f"{', '.join(axes or overrides)}: would make {before} planned runs only {after} "
                            f"distinct ones ({named}); a grid axis is part of a preset's structure: to run other "

@@ -75,7 +75,7 @@ def _build(store: Store) -> tuple[str, dict]:
             elif meta.get("measure") == "size":  # accuracy per cell, lr chosen on validation, as paper A's presets
                 a = analyze_size(results, meta.get("x", "task_params.N"), meta.get("width"))
                 claims = []
-                figs = _drawn(title, lambda out: size_figures(a["cells"], a["points"], title, out))
+                figs = _drawn(title, lambda out, a=a, title=title: size_figures(a["cells"], a["points"], title, out))
                 analyses.append({"sweep": title, **a})
                 sections.append(size_section(sw, title, a, figs, results, by_id))
             else:

@@ -76,8 +76,10 @@ def check_out(out_dir: Path, outputs: str | None = None) -> None:
         others = list(dict.fromkeys(sw["name"].split("-only=")[0] for sw in sweeps))
         others = [o for o in others if o != outputs]
         if others:
-            raise ArchsepError.at("out", f"'{out_dir}' holds the outputs of {others[0]}; one output directory holds one "
-                               f"preset's outputs (its runs.csv, summary and figures): give another output directory for "
+            raise ArchsepError.at("out",
+                                  f"'{out_dir}' holds the outputs of {others[0]}; one output directory holds one "
+                               f"preset's outputs (its runs.csv, summary and figures): give another output directory "
+                               f"for "
                                f"{outputs}, e.g. {out_dir / outputs}")
 
 
@@ -91,7 +93,8 @@ def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None
     exp = EXPERIMENTS.get(name)() if isinstance(name, str) else name
     name = exp.registry_name
     launch = (launch or Launch(**options)).check()
-    sweep = plan_sweep(exp, scale, launch.device, overrides, only)  # registered in the store: `archsep status OUT` sees the plan
+    # registered in the store: `archsep status OUT` sees the plan
+    sweep = plan_sweep(exp, scale, launch.device, overrides, only)
     out_dir = launch.out if launch.out is not None else default_out(name, scale, overrides)
     if out_dir.is_dir():
         check_out(out_dir, outputs_name(name, scale, overrides))

@@ -100,7 +100,8 @@ class SampleComplexityExperiment(Experiment):
         budget = _largest(settings["budget"])
         self.settings = settings  # for claims that name a setting (e.g. Figure 3's threshold)
         grid = fit_grid(self.groups(results), budget)
-        claims = self.claims(grid.points, grid.fits, grid.samples, budget, grid.censored) + self.growth_claims(grid.fits)
+        claims = self.claims(grid.points, grid.fits, grid.samples, budget,
+                             grid.censored) + self.growth_claims(grid.fits)
         Ns = sorted({r.config["task_params"][self.axis] for r in results}) or list(s.Ns)
         data = {**settings, "Ns": Ns, "fits": grid.fits, "points": grid.points, "notes": notes,
                 **describe_runs(results)}

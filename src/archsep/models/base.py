@@ -10,7 +10,6 @@ import abc
 import dataclasses
 from typing import ClassVar
 
-import torch
 from torch import nn
 
 from ..tasks.base import TaskSpec

@@ -43,7 +43,8 @@ class FFNConfig(ModelConfig):
     embed: int | None = None
 
     def __post_init__(self) -> None:
-        check(self.hidden is None or all(h >= 1 for h in self.hidden), "hidden", f"sizes must be >= 1, got {self.hidden}")
+        check(self.hidden is None or all(h >= 1 for h in self.hidden), "hidden",
+              f"sizes must be >= 1, got {self.hidden}")
 
     def short_name(self) -> str:
         return "FFN" + (f"-{'x'.join(map(str, self.hidden))}" if self.hidden else " [N·d·q, 1000]")

@@ -166,7 +166,8 @@ class PreLNTransformerConfig(ModelConfig):
         check(self.heads >= 1, "heads", f"must be >= 1, got {self.heads}")
         check(self.width % self.heads == 0, "heads", f"must divide width {self.width}, got {self.heads}")
         check(self.mlp_width is None or self.mlp_width >= 1, "mlp_width", f"must be >= 1, got {self.mlp_width}")
-        check(self.positions in _POSITIONS, "positions", f"must be one of {', '.join(_POSITIONS)}, got {self.positions!r}")
+        check(self.positions in _POSITIONS, "positions",
+              f"must be one of {', '.join(_POSITIONS)}, got {self.positions!r}")
         check(self.pool in _POOLS, "pool", f"must be one of {', '.join(_POOLS)}, got {self.pool!r}")
 
     def short_name(self) -> str:

@@ -58,7 +58,8 @@ class TransformerB(SeqModel):
         if self.form == "authors":
             D = self.in_proj.in_features
             dh = D // self.heads
-            wq, wk = self.in_proj.weight[:D].view(self.heads, dh, D), self.in_proj.weight[D:2 * D].view(self.heads, dh, D)
+            wq, wk = self.in_proj.weight[:D].view(self.heads, dh, D), self.in_proj.weight[D:2 * D].view(self.heads, dh,
+                                                                                                        D)
             return wq.transpose(1, 2) @ wk / dh**0.5
         if self.qk == "separate":
             return self.wq @ self.wk.transpose(1, 2)
@@ -81,7 +82,8 @@ class TransformerB(SeqModel):
         fused = self.attention_impl == "fused" and not under_vmap(z)  # explicit under vmap: see models.attention
         if self.form == "authors":
             B, L, D = z.shape
-            q, k, v = self.in_proj(z).view(B, L, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)  # (B, H, L, D/H)
+            # (B, H, L, D/H)
+            q, k, v = self.in_proj(z).view(B, L, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
             if fused:  # SDPA's default scale is 1/sqrt(D/H), as here
                 o = attend(q, k, v, causal=False)
             else:

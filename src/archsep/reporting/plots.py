@@ -34,7 +34,7 @@ def save(fig, stem: Path) -> list[Path]:
     try:
         for ext in ("png", "svg"):
             p = stem.with_suffix(f".{ext}")
-            paths.append(atomic_write(p, lambda f: fig.savefig(f, format=ext, dpi=150, bbox_inches="tight"),
+            paths.append(atomic_write(p, lambda f, ext=ext: fig.savefig(f, format=ext, dpi=150, bbox_inches="tight"),
                                       "out", binary=True))
     finally:
         plt.close(fig)
@@ -63,7 +63,8 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | N
     for arch in archs:
         base = base_of[arch]
         alt = base != arch
-        pts = sorted((p for p in summary["points"] if p["arch"] == arch and p["mean"] is not None), key=lambda p: p["N"])
+        pts = sorted((p for p in summary["points"] if p["arch"] == arch and p["mean"] is not None),
+                     key=lambda p: p["N"])
         if not pts:
             continue
         N = [p["N"] for p in pts]
@@ -74,7 +75,8 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | N
         a, ci = fit.get("alpha"), fit.get("ci") or [None, None]
         name = summary.get("names", {}).get(base)
         shown_as = arch if not name or name == base else f"{arch} ({name})"
-        lab = shown_as if a is None else (f"{shown_as}: α={a:.2f}" + ("" if ci[0] is None else f" [{ci[0]:.2f}, {ci[1]:.2f}]"))
+        lab = shown_as if a is None else (f"{shown_as}: α={a:.2f}" + ("" if ci[0] is None else f" [{ci[0]:.2f}, "
+                                                                                               f"{ci[1]:.2f}]"))
         ax.errorbar(N, mean, yerr=[lo, hi], marker=MARKERS[bases.index(base) % len(MARKERS)], capsize=3, ls="none",
                     color=colour[base], mfc="white" if alt else colour[base], label=plain(lab))
         if a is not None and fit.get("intercept") is not None:

@@ -89,7 +89,8 @@ def figure_curves(results: list[RunResult], analysis: dict) -> str | None:
 
 # --- HTML -----------------------------------------------------------------------------------
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;color:#222;
+padding:0 1em}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.88em}
 th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}
@@ -231,7 +232,11 @@ def _runs_table(results: list[RunResult], by_id: dict) -> str:
     out = []
     out.append("<h3>Runs</h3>")
     rows = []
-    for r in sorted(results, key=lambda r: (str(r.config.get("label")), json.dumps(r.config.get("task_params"), sort_keys=True), r.config.get("seed", 0))):
+    def order(r: RunResult) -> tuple:
+        return (str(r.config.get("label")), json.dumps(r.config.get("task_params"), sort_keys=True),
+                r.config.get("seed", 0))
+
+    for r in sorted(results, key=order):
         row = by_id[r.run_id]
         cfg = json.dumps(r.config, indent=2, sort_keys=True)
         err = f"<pre>{_e(r.error)}</pre>" if r.error else ""

@@ -40,8 +40,9 @@ def _commit(store: Store, row: dict, saved: int, total: int) -> bool:
         return store.add(row)
     except sqlite3.OperationalError as e:
         if disk_full(e):
-            raise ArchsepError.at("out", f"the disk holding '{store.path}' is full ({e}): {saved} of {total} run(s) of this "
-                               "call were saved before it; free some space and rerun the same command to resume") from None
+            raise ArchsepError.at("out", f"the disk holding '{store.path}' is full ({e}): {saved} of {total} run(s) "
+                                         "of this call were saved before it; free some space and rerun the same "
+                                         "command to resume") from None
         raise
 
 

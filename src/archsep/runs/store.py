@@ -84,7 +84,8 @@ CREATE INDEX IF NOT EXISTS planned_run ON planned(run_id);
 
 RESULT_COLUMNS = ("run_id", "config", "status", "error", "samples", "resolution", "final_metric",
                   "best_metric", "curve", "train_curve", "eval_schedule", "params", "state_size", "wall_s",
-                  "test_metric", "best_samples", "extra", "archsep_version", "torch_version", "device", "host", "worker_pid", "started_at",
+                  "test_metric", "best_samples", "extra", "archsep_version", "torch_version", "device", "host",
+                  "worker_pid", "started_at",
                   "finished_at", "committed_at")
 
 
@@ -346,7 +347,8 @@ def check_sweep(sw: dict) -> dict:
     seps = a.get("separations", [])
     if not isinstance(seps, list) or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(t, str) for t in p)
                                              for p in seps):
-        raise Damaged(where, "analysis.separations", f"expected pairs of labels like [[\"TF\", \"FFN\"]], got {_short(seps)}")
+        raise Damaged(where, "analysis.separations",
+                      f"expected pairs of labels like [[\"TF\", \"FFN\"]], got {_short(seps)}")
     if not isinstance(a.get("scale", ""), str):
         raise Damaged(where, "analysis.scale", f"expected a scale name, got {_short(a['scale'])}")
     ov = a.get("overrides", {})
@@ -356,7 +358,8 @@ def check_sweep(sw: dict) -> dict:
         raise Damaged(where, "analysis.measure", f"expected one of {', '.join(MEASURES)}, got {_short(a['measure'])}")
     w = a.get("width")
     if w is not None and not (isinstance(w, str) and w.startswith("model_params.")):
-        raise Damaged(where, "analysis.width", f"expected a model parameter such as \"model_params.hidden\", got {_short(w)}")
+        raise Damaged(where, "analysis.width",
+                      f"expected a model parameter such as \"model_params.hidden\", got {_short(w)}")
     return {**sw, "analysis_data": a}
 
 
@@ -414,7 +417,8 @@ class Store:
                 self._initialise(conn)
             if create:
                 conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable up to the last checkpointed commit, never corrupt
+                # WAL + NORMAL: durable up to the last checkpointed commit, never corrupt
+                conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.DatabaseError as e:
             conn.close()
             raise self._corrupt(str(e)) from None
@@ -469,7 +473,8 @@ class Store:
             return
         if app != APP_ID or "meta" not in tables:
             raise ArchsepError(f"store: '{self.path}' is a SQLite database that archsep did not create "
-                               f"(tables: {', '.join(sorted(tables)) or 'none'}); it was left untouched: use another output directory")
+                               f"(tables: {', '.join(sorted(tables)) or 'none'}); it was left untouched: use another "
+                               f"output directory")
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         version = row[0] if row else None
         if isinstance(version, str) and version.isascii() and version.isdigit() and len(version) < 10:

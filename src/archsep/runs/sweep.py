@@ -215,7 +215,7 @@ def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", devic
         print(f"{where}: planning {n} runs (about {max(1, round(n * 5e-4))} s)", file=sys.stderr, flush=True)
         bar = tqdm(total=n, desc="planning", unit="run", file=sys.stderr, dynamic_ncols=True, mininterval=1.0)
     try:
-        for ai, arm in enumerate(arms):
+        for arm in arms:
             for combo in itertools.product(*(axes[k] for k in keys)):
                 point = {**base, **arm, **dict(zip(keys, combo))}
                 for seed in (seeds if seeds is not None else [point.get("seed", 0)]):
@@ -247,7 +247,8 @@ def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", devic
         for lab in pair:
             if lab not in known:
                 raise ArchsepError(f"{where}: analysis.separations[{i}]: no arm is labelled '{lab}'"
-                                   f"{closest(lab, [str(k) for k in known])}; labels: {', '.join(sorted(map(str, known)))}")
+                                   f"{closest(lab, [str(k) for k in known])}; labels: "
+                                   f"{', '.join(sorted(map(str, known)))}")
     return Sweep(name, configs, text, origin, analysis=analysis)
 
 
@@ -333,7 +334,8 @@ def _analysis(a: Any, where: str) -> dict:
     seps = a.get("separations", [])
     if not isinstance(seps, list) or not all(isinstance(s, list) and len(s) == 2 and all(isinstance(t, str) for t in s)
                                              for s in seps):
-        raise ArchsepError(f"{where}: analysis.separations: expected pairs of labels like [[\"TF\", \"FFN\"]], got {seps!r}")
+        raise ArchsepError(f"{where}: analysis.separations: expected pairs of labels like [[\"TF\", \"FFN\"]], got "
+                           f"{seps!r}")
     for i, (better, worse) in enumerate(seps):
         if better == worse:
             raise ArchsepError(f"{where}: analysis.separations[{i}]: a separation compares two different labels, "

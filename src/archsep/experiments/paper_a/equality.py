@@ -11,7 +11,8 @@ VARIANTS = (("eq-random", {"variant": "eq-random"}), ("eq-one", {"variant": "eq-
 
 @EXPERIMENTS.register("equality-fig4")
 class EqualityFig4(SizeExperiment):
-    description = "String equality (eq-random, eq-one): 2-layer Transformer vs 1-layer, LSTM and Mamba-style (paper A, Fig. 4)"
+    description = ("String equality (eq-random, eq-one): 2-layer Transformer vs 1-layer, LSTM and Mamba-style "
+                   "(paper A, Fig. 4)")
     runtime = {"quick": "about 1.2 min (2 CPU cores)", "full": "hours; meant for a GPU"}
     task = "equality"
     full = SizeScale(Ns=(20, 50, 100, 200, 400), archs=(tf(2, (64,)), tf(1, (64,)), lstm((64, 256)), mamba((64, 256))),

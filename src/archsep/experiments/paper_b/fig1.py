@@ -49,7 +49,8 @@ class Fig1a(SampleComplexityExperiment):
 @EXPERIMENTS.register("qstr-fig1b")
 class Fig1b(SampleComplexityExperiment):
     description = "simple-1STR, linear link, d=10: samples to test MSE < 0.02 (paper B, Fig. 1b)"
-    runtime = {"quick": "about 2-3 min (2 CPU cores)", "full": "about 80 min (2 CPU cores; the GRU-500 arm is 4.4 core-hours)"}
+    runtime = {"quick": "about 2-3 min (2 CPU cores)",
+               "full": "about 80 min (2 CPU cores; the GRU-500 arm is 4.4 core-hours)"}
     published = {"TF": {25: 118000, 27: 168000, 29: 127000, 31: 124000, 33: 139000},
                  "RNN": {25: 103000, 27: 139000, 29: 147000, 31: 165000, 33: 165000},
                  "FFN": {25: 241000, 27: 310000, 29: 440000, 31: 563000, 33: 629000}}

@@ -108,7 +108,8 @@ class Fig3(SampleComplexityExperiment):
                  f"  {'arch':<5}{'q':>2} {'median':>10} {'mean':>10} {'censored':>9}"]
         for p in sorted(summary.data["points"], key=lambda p: (p["arch"], p["N"])):
             mean = "n/a" if p["mean"] is None else f"{p['mean']:.0f}"
-            lines.append(f"  {p['arch']:<5}{p['N']:>2} {p['median_text']:>10} {mean:>10} {p['n_censored']:>5}/{p['n_runs']}")
+            lines.append(f"  {p['arch']:<5}{p['N']:>2} {p['median_text']:>10} {mean:>10} "
+                         f"{p['n_censored']:>5}/{p['n_runs']}")
         return "\n".join(lines + claim_lines(summary.claims))
 
 

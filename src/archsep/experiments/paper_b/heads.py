@@ -119,9 +119,11 @@ class Heads(Experiment):
 
     def text(self, summary: Summary) -> str:
         s = summary.data
-        lines = [f"{summary.experiment} ({summary.scale}): {settings_text(s, {'N': 'N', 'd': 'd', 'budget': 'budget'})} "
+        lines = [f"{summary.experiment} ({summary.scale}): "
+                 f"{settings_text(s, {'N': 'N', 'd': 'd', 'budget': 'budget'})} "
                  f"({s['seeds']} seed(s)), {summary.wall_s or 0:.0f}s",
-                 f"  {'q':>2} {'H':>2} {'best MSE':>9} {'final MSE':>10} {'floor (H<q)':>12} {'below (q-1)-head floor':>23}"]
+                 f"  {'q':>2} {'H':>2} {'best MSE':>9} {'final MSE':>10} {'floor (H<q)':>12} "
+                 f"{'below (q-1)-head floor':>23}"]
         for r in s["rows"]:
             b = "-" if r["bound"] is None else f"{r['bound']:.3f}"
             bm = "n/a" if r["best_mse"] is None else f"{r['best_mse']:.3f}"
