@@ -28,7 +28,7 @@ COMMON = {"lr": 1e-4, "weight_decay": 0.1, "batch_size": 64, "threshold": 0.88}
 class Fig3(SampleComplexityExperiment):
     description = ("qSTR, hermite2 link, N=7: samples to test MSE < 0.88 as q grows; the gap between the "
                    "Transformer (H = q heads) and a bidirectional RNN (hidden 500q; 50q at the quick scale) and FFN")
-    runtime = {"quick": "about 10 min (2 CPU cores)", "full": "many core-hours: the RNN of hidden 500q dominates"}
+    runtime = {"quick": "at most 22 min (2 CPU cores)", "full": "many core-hours: the RNN of hidden 500q dominates"}
     axis = "q"
     full = Scale(Ns=(1, 2, 3, 4, 5), seeds=5, archs=(TF, RNN, FFN),
                  train={**COMMON, "budget": 2_000_000, "eval_size": 10_000}, task_params=TASK)
