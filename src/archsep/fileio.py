@@ -26,7 +26,7 @@ import stat
 import tempfile
 import threading
 from pathlib import Path
-from typing import IO, Callable, Iterator, Union
+from typing import IO, Any, Callable, Iterator, Union
 
 from .errors import ArchsepError, has_control  # noqa: F401  (has_control: re-exported)
 
@@ -146,8 +146,8 @@ def atomic_write(dest: str | Path, data: Data, field: str = "dest", allow: tuple
         try:
             prefix = "." + dest.name[:64] + "."
             fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=dest.parent)
-            with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"newline": newline,
-                                                                             "encoding": "utf-8"})) as f:
+            text_args: dict[str, Any] = {} if binary else {"newline": newline, "encoding": "utf-8"}
+            with os.fdopen(fd, "wb" if binary else "w", **text_args) as f:
                 os.fchmod(f.fileno(), old_mode)
                 if callable(data):
                     data(f)

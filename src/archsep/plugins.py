@@ -26,6 +26,7 @@ import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import ArchsepError
 from .fileio import atomic_write
@@ -141,7 +142,7 @@ def resolve(name: str, field: str):
     if importlib.util.find_spec(mod_name.split(".")[0]) is None:
         _add_path(os.getcwd())  # as `python -m` would: a module beside the user finds itself
     module = _import(mod_name, mod_name, field)
-    obj = module
+    obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise ArchsepError.at(field, f"module '{mod_name}' has no attribute '{attr}'")
@@ -157,7 +158,7 @@ def resolve_loaded(name: str, field: str):
     module = sys.modules.get(mod_name) if mod_name and attr else None
     if module is None:
         return None
-    obj = module
+    obj: Any = module
     for part in attr.split("."):
         if not part.isidentifier() or part.startswith("__"):
             return None

@@ -84,7 +84,7 @@ class Summary:
     claims: list[Claim]
     results: list = field(default_factory=list, repr=False)
     wall_s: float | None = None
-    out: object = None  # where reproduce wrote it
+    out: Any = None  # where reproduce wrote it (a Path)
 
     def to_dict(self) -> dict:
         out = {"preset": self.experiment, "scale": self.scale, "quick": self.scale == "quick", **json_safe(self.data),

@@ -227,7 +227,11 @@ def _selected(task: Task, b: Batch) -> tuple[torch.Tensor, torch.Tensor]:
     y = b.y
     if task.spec.readout == "last":
         return y.unsqueeze(1), torch.ones(len(y), 1)
-    w = b.mask.float() if task.spec.readout == "mask" else torch.ones(y.shape, dtype=torch.float32)
+    if task.spec.readout == "mask":
+        _require(b.mask is not None, "a task read by 'mask' must give its batches a mask")
+        assert b.mask is not None
+        return y, b.mask.float()
+    w = torch.ones(y.shape, dtype=torch.float32)
     return y, w
 
 
@@ -293,7 +297,7 @@ def _task_checks(c: _Checks, name: str, inst: Task | None, params: dict[str, Any
     with c.check("builds"):
         task = inst if inst is not None else TASKS.build(name, **params)
         _require(isinstance(task, Task), f"built a {type(task).__name__}, not a Task")
-        _require(dataclasses.is_dataclass(task) and type(task).__dataclass_params__.frozen,  # type: ignore[attr-defined]
+        _require(dataclasses.is_dataclass(task) and type(task).__dataclass_params__.frozen,
                  "a task must be a frozen dataclass (its fields are its identity)")
         _require(task.kind in ("regression", "classification"),
                  f"kind must be 'regression' or 'classification', got {task.kind!r}")
@@ -451,7 +455,7 @@ def _model_checks(model: str | ModelConfig, params: dict[str, Any], task: Task) 
     check = lambda n: c.check(f"{n}[{tname}]")  # noqa: E731
     with check("builds"):
         _, cfg = _resolve_model(model, params, spec)
-        _require(dataclasses.is_dataclass(cfg) and type(cfg).__dataclass_params__.frozen,  # type: ignore[attr-defined]
+        _require(dataclasses.is_dataclass(cfg) and type(cfg).__dataclass_params__.frozen,
                  "a model config must be a frozen dataclass (its fields are its identity)")
         again = from_params(type(cfg), cfg.params(), f"arch '{mname}'")
         _require(again == cfg, f"from_params(params()) gave {again!r}, not {cfg!r}")
@@ -519,9 +523,10 @@ def _model_checks(model: str | ModelConfig, params: dict[str, Any], task: Task) 
         _require(bool(named), "the model has no trainable parameters")
         missing = [n for n, p in named if p.grad is None]
         _require(not missing, f"no gradient reaches {', '.join(missing[:3])}")
-        bad = [n for n, p in named if not bool(torch.isfinite(p.grad).all())]
-        _require(not bad, f"non-finite gradient in {', '.join(bad[:3])}")
-        _require(any(bool(p.grad.abs().sum() > 0) for _, p in named), "every gradient is zero")
+        grads = [(n, p.grad) for n, p in named if p.grad is not None]  # every one, checked above
+        nonfinite = [n for n, g in grads if not bool(torch.isfinite(g).all())]
+        _require(not nonfinite, f"non-finite gradient in {', '.join(nonfinite[:3])}")
+        _require(any(bool(g.abs().sum() > 0) for _, g in grads), "every gradient is zero")
     with check("fits"):
         _fit(net, task)
     return c.passed

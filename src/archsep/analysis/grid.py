@@ -87,7 +87,11 @@ def fit_grid(groups: dict[CurveKey, dict[Any, list[RunResult]]], budget: int | N
     """Points and exponent fits of grouped runs ({curve: {x: runs}}): the one place a grid's
     exponents are fitted. A point's budget is the largest its runs were given (else `budget`);
     a curve is fitted over its positive numeric x with usable runs, when it has `min_points`."""
-    keys, points, fits, samples, censored = {}, [], {}, {}, {}
+    keys: dict[str, CurveKey] = {}
+    points: list[dict] = []
+    fits: dict[str, dict] = {}
+    samples: dict[str, dict[Any, np.ndarray]] = {}
+    censored: dict[str, dict[Any, np.ndarray]] = {}
     for key in sorted(groups):
         name = key.name
         keys[name] = key

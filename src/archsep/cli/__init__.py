@@ -4,13 +4,14 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import sys
+from typing import NoReturn
 
 from ..errors import ArchsepError, printable
 from ..fileio import path_arg
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
+    def error(self, message: str) -> NoReturn:  # one line, no usage dump
         print(f"archsep: error: {printable(message)}", file=sys.stderr)
         raise SystemExit(2)
 

@@ -24,7 +24,7 @@ Verification (all of it through the real nn.RNN):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -60,7 +60,7 @@ def build(N: int = 16) -> RNN:
         if t == ACCEPT:
             ro[1, v] = 1.0
     with torch.no_grad():
-        model.embed.weight.copy_(torch.eye(4))
+        model.embed.weight.copy_(torch.eye(4))  # type: ignore[operator]
         model.rnn.weight_ih_l0.copy_(Wih)
         model.rnn.weight_hh_l0.copy_(Whh)
         model.rnn.bias_ih_l0.copy_(b)
@@ -192,7 +192,7 @@ class DyckRNNConstruction(Construction):
         from ..reporting.plots import plt, save
 
         fig, ax = plt.subplots(figsize=(6.5, 3.8))
-        groups = {}
+        groups: dict[Any, list] = {}
         for r in rows:
             if isinstance(r["L"], int):
                 groups.setdefault(r["check"], []).append(r)

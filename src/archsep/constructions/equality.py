@@ -85,7 +85,7 @@ class EqualityConstruction(Construction):
             N = N + N % 2
             n_ex = max(8, min(self.examples, 100_000 // N))  # cost ~ N^2 per example
             for variant in self.variants:
-                task = Equality(N=N, variant=variant)
+                task = Equality(N=N, variant=variant)  # type: ignore[arg-type]  # checked by Equality itself
                 model = EqualityTransformer(N, task.vocab, seed=seed)
                 correct, eq_max, neq_min = 0, 0.0, math.inf
                 for s in range(0, n_ex, 8):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -163,7 +163,7 @@ class LookupConstruction(Construction):
         return 6.0 * N * KMAX * 4
 
     def run(self, Ns: Sequence[int], seed: int = 0) -> list[dict]:
-        rows = []
+        rows: list[dict[str, Any]] = []
         for N in Ns:
             k = min_width(N, seed)
             base = code_matrix(N, seed)

@@ -70,24 +70,24 @@ def build(task: QSTR, alpha: float, mlp_width: int = 1000, seed: int = 0, fit_sa
     model = TransformerBConfig(heads=q, mlp_width=width, qk="joint").build(task.spec)
     set_attention(model, task, alpha)
     cols = retrieved_coords(task, q)
-    W = model.mlp[0].weight
+    W: torch.Tensor = model.mlp[0].weight  # type: ignore[assignment]  # nn.Sequential items are Modules to mypy
     with torch.no_grad():
         W.zero_()
-        model.mlp[0].bias.zero_()
+        model.mlp[0].bias.zero_()  # type: ignore[operator]
         if linear:  # g = <u, r>/sqrt q = ReLU(g) - ReLU(-g)
-            u = task.g.u.flatten() / math.sqrt(q)
+            u = task.g.u.flatten() / math.sqrt(q)  # type: ignore[attr-defined]
             W[0, cols] = u
             W[1, cols] = -u
-            model.mlp[2].weight.copy_(torch.tensor([[1.0, -1.0]]))
-            model.mlp[2].bias.zero_()
+            model.mlp[2].weight.copy_(torch.tensor([[1.0, -1.0]]))  # type: ignore[operator]
+            model.mlp[2].bias.zero_()  # type: ignore[operator]
         else:
             w, b, a, c = fit_readout(task, width, seed, fit_samples, ridge)
             r = w.shape[0]  # units in use (<= width); the rest stay zero
             W[:r, cols] = w
-            model.mlp[0].bias[:r] = b
-            model.mlp[2].weight.zero_()
-            model.mlp[2].weight[0, :r] = a
-            model.mlp[2].bias.fill_(c)
+            model.mlp[0].bias[:r] = b  # type: ignore[operator]
+            model.mlp[2].weight.zero_()  # type: ignore[operator]
+            model.mlp[2].weight[0, :r] = a  # type: ignore[operator]
+            model.mlp[2].bias.fill_(c)  # type: ignore[operator]
     return model
 
 
@@ -118,7 +118,7 @@ def fit_readout(task: QSTR, width: int, seed: int, fit_samples: int = 40_000, ri
         r = torch.randn(fit_samples, q, d, generator=gen)
         if proj:  # tokens z_h u_h: the link sees exactly z
             z = torch.randn(fit_samples, q, generator=gen)
-            y, inp = task.g(z.unsqueeze(-1) * task.g.u).double(), z
+            y, inp = task.g(z.unsqueeze(-1) * task.g.u).double(), z  # type: ignore[attr-defined]
         else:
             y, inp = task.g(r).double(), r.flatten(1)
         phi = torch.relu(inp @ w.T + b).double()
@@ -129,7 +129,7 @@ def fit_readout(task: QSTR, width: int, seed: int, fit_samples: int = 40_000, ri
         _FITS[key] = (w, b, coef[:-1], float(coef[-1]))
     w, b, a, c = _FITS[key]
     if proj:  # lift w~ (width, q) to (width, q*d) along this task's directions
-        w = (w.unsqueeze(-1) * task.g.u.unsqueeze(0)).flatten(1)
+        w = (w.unsqueeze(-1) * task.g.u.unsqueeze(0)).flatten(1)  # type: ignore[attr-defined]
     return w, b, a, c
 
 
@@ -195,6 +195,7 @@ def evaluate(task: QSTR, model: TransformerB, seed: int, labels: int = 4000, max
     rows = torch.arange(task.N) if R == task.N else torch.randperm(task.N, generator=gen)[:R]
     pred = forward_rows(model, batch.x, rows)
     y = batch.y[:, rows]
+    assert batch.tuples is not None  # qSTR batches carry their index tuples
     mass = target_mass(model, batch.x, batch.tuples, rows)
     return {"mse": float(((pred - y) ** 2).mean()), "labels": int(y.numel()),
             "max_leak": float(1 - mass.min()), "mean_leak": float(1 - mass.mean())}

@@ -14,7 +14,7 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -24,7 +24,7 @@ from .planning import group_key, plan_batches, step_flops
 
 # one H100 running PyTorch eagerly: ~8 us of launch and dispatch per operator; small models are
 # launch-bound. 1e14 FLOP/s sustained: well under the TF32/bf16 peak, as small matmuls get.
-GPU = {"name": "one H100 (modelled)", "op_s": 8e-6, "flops": 1e14}
+GPU: dict[str, Any] = {"name": "one H100 (modelled)", "op_s": 8e-6, "flops": 1e14}
 TIMED_STEPS = 8
 
 

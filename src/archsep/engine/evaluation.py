@@ -131,6 +131,7 @@ def screen_blocks(blocks: Blocks, n: int, ref: torch.Tensor | None, threshold: f
     sizes = block_sizes(n)
     seen = torch.empty(0, dtype=torch.float64)
     for look in LOOKS if math.isfinite(z) and ref is not None else ():
+        assert ref is not None
         if look >= n:
             break
         seen = torch.cat([seen, blocks(len(seen) * BLOCK, look)])
@@ -194,7 +195,10 @@ def first_hit(tc: TrainConfig, points: list[Point], blocks: list[torch.Tensor]) 
     the true first crossing, with 'progressive' what the skipping and screening find."""
     looks = HeldOutLooks()
     for i, (p, b) in enumerate(zip(points, blocks)):
-        mean = looks.look(tc, p, lambda start, stop, b=b: b[start // BLOCK:math.ceil(stop / BLOCK)], tc.eval_size)
+        def block_slice(start: int, stop: int, b: torch.Tensor = b) -> torch.Tensor:
+            return b[start // BLOCK:math.ceil(stop / BLOCK)]
+
+        mean = looks.look(tc, p, block_slice, tc.eval_size)
         if mean is not None and mean < tc.threshold:
             return i
     return None

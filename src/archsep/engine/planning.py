@@ -180,7 +180,7 @@ def check_memory(cfg: RunConfig) -> None:
     need, parts = estimate_memory(cfg)
     have = available_memory(resolve_device(cfg.train.device))
     if need > have:
-        big = max(parts, key=parts.get)
+        big = max(parts, key=lambda k: parts[k])
         gb = lambda b: "an astronomical amount" if not math.isfinite(b) else f"{b / 2**30:,.1f} GB"  # noqa: E731
         raise ArchsepError(f"{_FIELDS[big]}: run '{cfg.label or cfg.arch}' ({cfg.task} "
                            f"{json.dumps(cfg.task_params, sort_keys=True)}) needs about {gb(need)} "

@@ -25,7 +25,7 @@ def _vmappable(module: nn.Module) -> nn.Module:
     base = copy.deepcopy(module).to("meta")
     for m in base.modules():
         if isinstance(m, nn.RNNBase):
-            m.forward = types.MethodType(plain_forward, m)  # type: ignore[method-assign]
+            m.forward = types.MethodType(plain_forward, m)
     return base
 
 
@@ -113,7 +113,7 @@ class Stacked:
     """K models of one architecture; `forward` takes one input per model. `lr`: one for all, or
     one learning rate per model (one shared torch AdamW when they are all equal)."""
 
-    def __init__(self, models: list[nn.Module], lr: float | Sequence[float], weight_decay: float):
+    def __init__(self, models: Sequence[nn.Module], lr: float | Sequence[float], weight_decay: float):
         self.lrs = [float(lr)] * len(models) if isinstance(lr, (int, float)) else [float(x) for x in lr]
         self.wd = weight_decay
         self.base = _vmappable(models[0])

@@ -135,7 +135,7 @@ def run_settings(results: list[RunResult], fields: dict[str, str],
             notes.append(f"the runs of this analysis disagree on {dotted}: "
                          + ", ".join(f"{json.loads(k)} ({n} run(s))" for k, n in sorted(counts.items(),
                                                                                         key=lambda kv: -kv[1])))
-    seeds = sorted({r.config.get("seed") for r in results if isinstance(r.config.get("seed"), int)})
+    seeds = sorted({s for r in results if isinstance(s := r.config.get("seed"), int)})
     out["seeds"] = len(seeds) if results else fallback.get("seeds")
     out["seed_list"] = seeds if results else list(range(fallback.get("seeds") or 0))
     return out, notes

@@ -54,7 +54,7 @@ def plan_sweep(exp: Experiment, scale: str = "full", device: str | None = None,
         configs = select_labels(configs, only)
     full_name = (name if scale == "full" else f"{name}-{scale}") + override_suffix(overrides) \
         + (f"-only={','.join(only)}" if only else "")
-    analysis = {"separations": [list(s) for s in exp.separations], "scale": scale}
+    analysis: dict[str, Any] = {"separations": [list(s) for s in exp.separations], "scale": scale}
     source = to_toml(configs, name=full_name, analysis=analysis, description=f"preset {name} --scale {scale}")
     if overrides:  # kept with the sweep in the store (not in its TOML): the preset's analysis re-plans with them
         analysis = {**analysis, "overrides": dict(overrides)}

@@ -40,10 +40,10 @@ def _build(store: Store) -> tuple[str, dict]:
     # one analysis per sweep (its planned runs); runs outside any sweep form one more group
     groups: list[tuple[dict | None, list[str]]] = []
     covered: set[str] = set()
-    for sw in sweeps:
-        ids = [p["run_id"] for p in store.planned(sw["sweep_id"])]
+    for planned in sweeps:
+        ids = [p["run_id"] for p in store.planned(planned["sweep_id"])]
         covered.update(ids)
-        groups.append((sw, [i for i in ids if i in by_id]))
+        groups.append((planned, [i for i in ids if i in by_id]))
     rest = [i for i in by_id if i not in covered]
     if rest:
         groups.append((None, rest))
@@ -59,13 +59,13 @@ def _build(store: Store) -> tuple[str, dict]:
             title = sw["name"] if sw else "runs outside any sweep"
             exp = _experiment_of(sw)
             summary = None
-            if exp is not None:
+            if exp is not None and sw is not None:
                 try:
                     summary = exp.summarize(results, meta.get("scale") or ("quick" if sw["quick"] else "full"),
                                             meta.get("overrides"))
                 except Exception:  # noqa: BLE001 - runs this preset cannot analyse (names not registered here,
                     summary = None  # fields it needs missing): the generic analysis below, as for any sweep
-            if summary is not None:  # a preset: its own analysis, claims, figures and text
+            if summary is not None and exp is not None and sw is not None:  # a preset: its own analysis and text
                 claims = [{**c.to_dict(), "source": title} for c in summary.claims]
                 figs = _experiment_figures(exp, summary)
                 curves = figure_curves(results, analyze_runs(results))
@@ -83,9 +83,9 @@ def _build(store: Store) -> tuple[str, dict]:
                 claims = [{"text": s["text"], "held": s["held"], "source": title,
                            "verdict": verdict(s)} for s in a["separations"]]
                 thr = ", ".join(sorted({str(r.config.get("train", {}).get("threshold")) for r in results}))
-                figs = [(f"{title}: samples to threshold ({thr}) against {a['x']}", figure_samples(a, thr)),
-                        (f"{title}: held-out metric against samples", figure_curves(results, a))]
-                figs = [f for f in figs if f[1]]
+                drawn = [(f"{title}: samples to threshold ({thr}) against {a['x']}", figure_samples(a, thr)),
+                         (f"{title}: held-out metric against samples", figure_curves(results, a))]
+                figs = [(cap, png) for cap, png in drawn if png]
                 analyses.append({"sweep": title, **a})
                 sections.append(sweep_section(sw, title, a, figs, results, by_id))
             all_claims += claims

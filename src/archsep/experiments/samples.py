@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 from pathlib import Path
 
 
@@ -63,7 +64,7 @@ class SampleComplexityExperiment(Experiment):
     full: Scale
     quick: Scale
     # (better, worse): claim that `better`'s exponent is smaller than `worse`'s
-    separations: tuple[tuple[str, str], ...] = (("TF", "FFN"),)
+    separations: ClassVar[tuple[tuple[str, str], ...]] = (("TF", "FFN"),)
     published: dict[str, dict[int, float]] = {}  # label -> {N: published mean samples}
     # (labels, lengths, factor): claim that these arms' means under the authors' held-out
     # protocol are within `factor` of the published means at these lengths

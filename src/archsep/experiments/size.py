@@ -183,7 +183,8 @@ class SizeExperiment(Experiment):
         lrs = sorted({float(t["lr"]) for t in trains if "lr" in t}) or \
             sorted({lr for a in s.archs for lr in a.lrs or s.lrs})
         data = {"task": self.task,
-                "Ns": sorted({(r.config.get("task_params") or {}).get("N") for r in results} - {None}) or list(s.Ns),
+                "Ns": sorted({n for r in results if (n := (r.config.get("task_params") or {}).get("N")) is not None})
+                or list(s.Ns),
                 "lrs": lrs, "steps": max(budgets) // batch, "seeds": settings["seeds"],
                 "seed_list": settings["seed_list"], "budget": settings["budget"], "eval_size": settings["eval_size"],
                 "target": round(1 - max(thresholds), 6) if thresholds else TARGET, "threshold": settings["threshold"],

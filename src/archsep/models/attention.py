@@ -60,5 +60,5 @@ def use_attention(model: nn.Module, impl: str) -> nn.Module:
     check(impl in IMPLS, "attention", f"must be one of {', '.join(IMPLS)}, got {impl!r}")
     for m in model.modules():
         if hasattr(m, "attention_impl"):
-            m.attention_impl = impl
+            m.attention_impl = impl  # type: ignore[assignment]  # a module attribute, typed Tensor | Module by torch
     return model

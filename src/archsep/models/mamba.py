@@ -97,7 +97,7 @@ class FusedScan(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(u, delta, A, B, C):  # type: ignore[override]
+    def forward(u, delta, A, B, C):
         du = delta * u
         s = torch.zeros_like(du[:, 0, :, None] * A)
         states, ys = [], []
@@ -109,13 +109,13 @@ class FusedScan(torch.autograd.Function):
         return torch.stack(ys, 1), torch.stack(states, 0)
 
     @staticmethod
-    def setup_context(ctx, inputs, output):  # type: ignore[override]
+    def setup_context(ctx, inputs, output):
         ctx.save_for_backward(*inputs, output[1])
         ctx.mark_non_differentiable(output[1])
         ctx.set_materialize_grads(False)  # no full-size zero gradient for the states output
 
     @staticmethod
-    def backward(ctx, gy, _g_states):  # type: ignore[override]
+    def backward(ctx, gy, _g_states):
         if gy is None:  # only the (non-differentiable) states output was used
             return None, None, None, None, None
         u, delta, A, B, C, states = ctx.saved_tensors
@@ -171,7 +171,7 @@ class ChunkedScan(torch.autograd.Function):
     D skip. Uses in-place ops and out= arguments, so it cannot run under vmap ('fused' does)."""
 
     @staticmethod
-    def forward(u, delta, A, B, C, chunk):  # type: ignore[override]
+    def forward(u, delta, A, B, C, chunk):
         Bt, L, E = u.shape
         N, n0 = A.shape[1], min(chunk, L)
         AT = A.t().contiguous()  # (N, E); a transposed view would take a slow broadcast path
@@ -194,14 +194,14 @@ class ChunkedScan(torch.autograd.Function):
         return y.transpose(0, 1), starts
 
     @staticmethod
-    def setup_context(ctx, inputs, output):  # type: ignore[override]
+    def setup_context(ctx, inputs, output):
         ctx.chunk = inputs[5]
         ctx.save_for_backward(*inputs[:5], output[1])
         ctx.mark_non_differentiable(output[1])
         ctx.set_materialize_grads(False)
 
     @staticmethod
-    def backward(ctx, gy, _g_starts):  # type: ignore[override]
+    def backward(ctx, gy, _g_starts):
         if gy is None:
             return None, None, None, None, None, None
         u, delta, A, B, C, starts = ctx.saved_tensors
@@ -338,7 +338,7 @@ class MambaMixer(nn.Module):
         """One position: h (B, width) and the layer's state -> output (B, width), new state."""
         u, z = self.in_proj(h).chunk(2, -1)
         window = torch.cat([state["conv"], u[..., None]], -1)  # (B, E, d_conv): the last d_conv inputs
-        u = F.silu((window * self.conv.weight[:, 0]).sum(-1) + self.conv.bias)
+        u = F.silu((window * self.conv.weight[:, 0]).sum(-1) + self.conv.bias)  # type: ignore[operator]  # bias=True
         delta, B, C = self._ssm_inputs(u)
         A = -torch.exp(self.A_log)
         s = torch.exp(delta[..., None] * A) * state["ssm"] + (delta * u)[..., None] * B[:, None, :]
@@ -369,14 +369,14 @@ class Mamba(SeqModel):
         return self.head(self.norm_f(h))
 
     def init_state(self, batch: int, device=None, dtype=None) -> list[dict[str, torch.Tensor]]:
-        return [m.init_state(batch, device, dtype) for m in self.mixers]
+        return [m.init_state(batch, device, dtype) for m in self.mixers]  # type: ignore[operator]
 
     def step(self, x_t: torch.Tensor, state: list[dict[str, torch.Tensor]]) -> tuple[torch.Tensor, list]:
         """One position of input (B,) tokens or (B, D) vectors -> (B, output_dim), new state."""
         h = self.embed(x_t)
         new = []
         for norm, mixer, s in zip(self.norms, self.mixers, state):
-            out, s = mixer.step(norm(h), s)
+            out, s = mixer.step(norm(h), s)  # type: ignore[operator]
             h = h + out
             new.append(s)
         return self.head(self.norm_f(h)), new

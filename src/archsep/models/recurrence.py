@@ -19,6 +19,7 @@ def _cell(mode: str, gi: torch.Tensor, h: torch.Tensor, c: torch.Tensor | None, 
         n = torch.tanh(inn + r * hn)
         return (1 - z) * n + z * h, None
     if mode == "LSTM":  # gates i, f, g, o
+        assert c is not None  # an LSTM carries its cell state
         i, f, g, o = (gi + gh).chunk(4, -1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         return torch.sigmoid(o) * torch.tanh(c), c
@@ -43,10 +44,10 @@ def plain_forward(mod: nn.RNNBase, x: torch.Tensor, hx=None) -> tuple[torch.Tens
             h = out.new_zeros(out.shape[0], H)
             c = out.new_zeros(out.shape[0], H) if mod.mode == "LSTM" else None
             steps = range(out.shape[1] - 1, -1, -1) if d else range(out.shape[1])
-            hs = [None] * out.shape[1]
+            hs: list[torch.Tensor | None] = [None] * out.shape[1]
             for t in steps:
                 h, c = _cell(mod.mode, gi[:, t], h, c, w_hh, b_hh)
                 hs[t] = h
-            per_dir.append(torch.stack(hs, 1))
+            per_dir.append(torch.stack([t for t in hs if t is not None], 1))  # every position was set
         out = torch.cat(per_dir, -1) if dirs == 2 else per_dir[0]
     return out, None

@@ -100,7 +100,7 @@ class S4D(SeqModel):
     def step(self, x_t: torch.Tensor, state: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
         h, new = self.embed(x_t), []
         for norm, ssm, out, s in zip(self.norms, self.ssms, self.outs, state):
-            y, s = ssm.step(norm(h), s)
+            y, s = ssm.step(norm(h), s)  # type: ignore[operator]
             h = h + out(F.gelu(y))
             new.append(s)
         return self.head(self.norm_f(h)), new

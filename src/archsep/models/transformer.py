@@ -97,7 +97,7 @@ class PreLNTransformer(SeqModel):
         elif cfg.positions == "sinusoidal":
             self.register_buffer("pos", sinusoidal_positions(L, width), persistent=False)
         else:
-            self.pos = None
+            self.pos = None  # type: ignore[assignment]  # no learned positions
         self.blocks = nn.ModuleList(Block(width, cfg.heads, mlp_width, cfg.causal) for _ in range(cfg.layers))
         self.ln_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, spec.output_dim)
@@ -135,7 +135,7 @@ class PreLNTransformer(SeqModel):
         """Per layer, the (B, H, L, L) attention weights on input x (for diagnostics)."""
         maps, h = [], self._embed(x)
         for block in self.blocks:
-            maps.append(block.attn.weights(block.ln1(h)))
+            maps.append(block.attn.weights(block.ln1(h)))  # type: ignore[operator,union-attr]
             h = block(h)
         return maps
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import IO
 
 import matplotlib
 import matplotlib.ticker
@@ -33,9 +34,10 @@ def save(fig, stem: Path) -> list[Path]:
     paths = []
     try:
         for ext in ("png", "svg"):
-            p = stem.with_suffix(f".{ext}")
-            paths.append(atomic_write(p, lambda f, ext=ext: fig.savefig(f, format=ext, dpi=150, bbox_inches="tight"),
-                                      "out", binary=True))
+            def draw(f: IO[bytes], ext: str = ext) -> None:
+                fig.savefig(f, format=ext, dpi=150, bbox_inches="tight")
+
+            paths.append(atomic_write(stem.with_suffix(f".{ext}"), draw, "out", binary=True))
     finally:
         plt.close(fig)
     return paths
@@ -89,9 +91,9 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | N
     shown = False
     for base in bases:
         pub = (published or {}).get(base, {})
-        xs = [n for n in sorted(pub) if any(p["N"] == n for p in summary["points"])]
-        if xs:
-            ax.scatter(xs, [pub[n] for n in xs], marker="o", s=140, facecolors="none", edgecolors=colour[base],
+        pub_N = [n for n in sorted(pub) if any(p["N"] == n for p in summary["points"])]
+        if pub_N:
+            ax.scatter(pub_N, [pub[n] for n in pub_N], marker="o", s=140, facecolors="none", edgecolors=colour[base],
                        linewidths=1.5, zorder=4)
             shown = True
     if shown:

@@ -114,7 +114,7 @@ def _n(x: Any, fmt: str = "{:.0f}") -> str:
     return fmt.format(x)
 
 
-def _table(head: list[str], rows: list[list[str]], num: set[int] = frozenset()) -> str:
+def _table(head: list[str], rows: list[list[str]], num: frozenset[int] | set[int] = frozenset()) -> str:
     th = "".join(f"<th>{_e(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td class='num'>{c}</td>" if i in num else f"<td>{c}</td>"
                                      for i, c in enumerate(r)) + "</tr>" for r in rows)

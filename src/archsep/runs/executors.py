@@ -12,7 +12,7 @@ import socket
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..config import RunConfig
 from ..errors import ArchsepError
@@ -223,7 +223,7 @@ class RayExecutor:
         self.started_here = False
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no phoning home from a lab machine
         if not ray.is_initialized():
-            kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
             try:
                 if address:
                     ray.init(address=address, **kwargs)

@@ -59,7 +59,8 @@ def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None,
     is committed to the store (which stays the record). `launch` gives these options as one
     object (`runs.launch.Launch`), in place of the keyword arguments."""
     if launch is None:
-        launch = Launch(out_dir, workers, executor, address, None, retry_errors, log, progress)
+        launch = Launch(None if out_dir is None else Path(out_dir), workers, executor, address, None, retry_errors,
+                        log, progress)
     return launch_runs(configs, launch.check(), desc, sweep, on_result)
 
 
@@ -77,6 +78,7 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
         if log is not None:
             from .tracking import make_tracker
 
+            assert out_dir is not None  # Launch.check: a tracker needs an output directory
             tracker = make_tracker(log, out_dir, name=sweep.name if sweep is not None else None)
         if store is not None and sweep is not None:
             store.register_sweep(sweep.sweep_id, sweep.name, sweep.source,

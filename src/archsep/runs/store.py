@@ -172,7 +172,8 @@ def _json(text: Any, where: str, field: str, kind: type | tuple[type, ...], defa
     except ValueError as e:  # JSONDecodeError included
         raise Damaged(where, field, f"not valid JSON ({shown(str(e).splitlines()[0] if str(e) else e, 80)})") from None
     if not isinstance(value, kind):
-        names = " or ".join({dict: "an object", list: "a list"}.get(k, k.__name__) for k in
+        kinds: dict[type, str] = {dict: "an object", list: "a list"}
+        names = " or ".join(kinds.get(k, k.__name__) for k in
                             (kind if isinstance(kind, tuple) else (kind,)))
         raise Damaged(where, field, f"expected {names}, got {_short(value)}")
     if depth and _depth(value) > MAX_JSON_DEPTH:
@@ -309,13 +310,13 @@ def check_row(row: dict) -> RunResult:
     return RunResult(
         run_id=rid, config=config, status=status,
         samples=_int(row.get("samples"), where, "samples"),
-        resolution=_int(row.get("resolution"), where, "resolution"),
+        resolution=_int(row.get("resolution"), where, "resolution"),  # type: ignore[arg-type]  # None in old rows
         final_metric=_num(row.get("final_metric"), where, "final_metric"),
         best_metric=_num(row.get("best_metric"), where, "best_metric"),
         curve=_curve(row.get("curve"), where, "curve"),
         train_curve=_curve(row.get("train_curve"), where, "train_curve"),
         eval_schedule=_json(row.get("eval_schedule"), where, "eval_schedule", dict),
-        wall_s=_num(row.get("wall_s"), where, "wall_s", null=False),
+        wall_s=typing.cast(float, _num(row.get("wall_s"), where, "wall_s", null=False)),  # null=False: a number
         params=_int(row.get("params"), where, "params") or 0,
         state_size=_int(row.get("state_size"), where, "state_size"),
         error=_text(row.get("error"), where, "error"),
@@ -370,7 +371,8 @@ class Store:
         self.dir = Path(out_dir)
         self.path = self.dir / DB_NAME
         self.writable = create
-        self._cleanup = None  # removes the private copy a reader may make (see _private_copy)
+        # removes the private copy a reader may make (see _private_copy)
+        self._cleanup: typing.Callable[[], Any] | None = None
         if not create and not self.path.exists():
             raise ArchsepError.at("store", f"no results store at '{self.path}' (run a sweep into {self.dir} first)")
         try:

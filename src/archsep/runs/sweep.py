@@ -395,7 +395,7 @@ def _check_value(key: str, value: Any, loc: str, tasks: list[str], archs: list[s
 
     head, _, sub = key.partition(".")
     if head == "train":
-        classes = [TrainConfig]
+        classes: list[type] = [TrainConfig]
     elif head == "task_params":
         classes = [TASKS.get(t) for t in dict.fromkeys(tasks)]
     elif head == "model_params":

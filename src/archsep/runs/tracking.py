@@ -457,7 +457,7 @@ class TensorBoardTracker(Tracker):
             hp.update({"run_id": run.run_id, "status": run.status})
             with _quiet_warnings():
                 for summary in hparams(hp, numbers):
-                    w.file_writer.add_summary(summary, global_step=last, walltime=wall)
+                    w.file_writer.add_summary(summary, global_step=last, walltime=wall)  # type: ignore[attr-defined]
             w.add_text("config", "```json\n" + json.dumps(run.config, indent=2, sort_keys=True) + "\n```",
                        global_step=last, walltime=wall)
             lines = [f"| {k} | {v} |" for k, v in {"run_id": run.run_id, "label": run.label, "task": run.task,

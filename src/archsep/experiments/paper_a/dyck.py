@@ -30,10 +30,10 @@ class DyckFig2(SizeExperiment):
                     Claim("threshold", f"N=200: TF-(1,64) <= 75% on Dyck-(2,2) ({pct(t)})",
                           t is not None and t <= 0.75, {"N": 200, "TF-(1,64)": t})]
         lo, hi = min(s.Ns), max(s.Ns)
-        ls = {N: self.acc(table, "LSTM-64", N, 64) for N in s.Ns}
+        by_N = {N: self.acc(table, "LSTM-64", N, 64) for N in s.Ns}
         out = [Claim("threshold", "LSTM-64 reaches >= 95% on Dyck-(2,2) at every length ("
-                     + ", ".join(f"N={N}: {pct(v)}" for N, v in ls.items()) + ")",
-                     all(v is not None and v >= 0.95 for v in ls.values()), {"LSTM-64": ls})]
+                     + ", ".join(f"N={N}: {pct(v)}" for N, v in by_N.items()) + ")",
+                     all(v is not None and v >= 0.95 for v in by_N.values()), {"LSTM-64": by_N})]
         a, b = self.acc(table, "TF-(1,64)", lo, 64), self.acc(table, "TF-(1,64)", hi, 64)
         seq = {N: self.acc(table, "TF-(1,64)", N, 64) for N in s.Ns}
         out.append(Claim("trend", f"TF-(1,64)'s Dyck accuracy falls as N grows (N={lo}: {pct(a)} -> N={hi}: {pct(b)}; "

@@ -33,8 +33,7 @@ class MambaWidth(SizeExperiment):
                      {"by_width": {w: [a, b] for w, a, b in falls}})]
 
         def mean(w: int) -> float | None:
-            v = [self.acc(table, f"Mamba-{w}", N, w) for N in s.Ns]
-            return None if any(x is None for x in v) else sum(v) / len(v)
+            return _mean([self.acc(table, f"Mamba-{w}", N, w) for N in s.Ns])
 
         narrow, wide = mean(min(widths)), mean(max(widths))
         out.append(Claim("ordering", f"Wider is better: averaged over N, Mamba-{max(widths)} beats Mamba-{min(widths)} "
@@ -46,8 +45,9 @@ class MambaWidth(SizeExperiment):
     def cpu_claims(self, table: dict, s: SizeScale) -> list[Claim]:
         widths = s.archs[0].widths
         means = {w: [self.acc(table, f"Mamba-{w}", N, w) for N in s.Ns] for w in widths}
-        avg = {w: None if any(v is None for v in m) else sum(m) / len(m) for w, m in means.items()}
-        rising = all(avg[a] is not None and avg[b] is not None and avg[b] > avg[a] for a, b in zip(widths, widths[1:]))
+        avg = {w: _mean(m) for w, m in means.items()}
+        rising = all((lo := avg[a]) is not None and (hi := avg[b]) is not None and hi > lo
+                     for a, b in zip(widths, widths[1:]))
         out = [Claim("trend", "Mamba's accuracy (mean over N) rises with width ("
                      + ", ".join(f"w={w}: {pct(v)}" for w, v in avg.items()) + ")", rising, {"mean": avg})]
         for N in [N for N in s.Ns if N >= 100]:
@@ -58,3 +58,9 @@ class MambaWidth(SizeExperiment):
                              t is not None and all(v is not None and v < t for v in ms.values()),
                              {"N": N, "TF-(1,64)": t, **{f"Mamba-{w}": v for w, v in ms.items()}}))
         return out
+
+
+def _mean(values: list[float | None]) -> float | None:
+    """The mean, or None when a value is missing."""
+    known = [v for v in values if v is not None]
+    return None if len(known) < len(values) else sum(known) / len(known)

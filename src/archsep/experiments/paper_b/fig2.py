@@ -13,6 +13,7 @@ import torch
 from ...analysis.attention import block_cosine, block_mass
 from ...constructions.qstr import block_mask, construction_block_mass
 from ...config import RunConfig, TrainConfig
+from ...tasks.qstr import QSTR
 from ...results import Claim, RunResult, Summary
 from ..base import EXPERIMENTS, Experiment, claim_lines, run_settings
 
@@ -32,9 +33,15 @@ class Fig2Scale:
     test_size: int = 2000
 
 
+def _qstr(cfg: RunConfig) -> QSTR:
+    task = cfg.build_task()
+    assert isinstance(task, QSTR)  # Figure 2's runs are qSTR runs
+    return task
+
+
 def _mask(cfg: RunConfig) -> torch.Tensor:
     """The predicted support of W_Q W_K^T for this run's task instance, one slab per head."""
-    task = cfg.build_task()
+    task = _qstr(cfg)
     mask = block_mask(task)
     heads = cfg.model_config().params().get("heads", 1)
     if heads > task.q:  # extra heads have no predicted block
@@ -46,7 +53,7 @@ def _initial_qk(cfg: RunConfig) -> torch.Tensor:
     """W_Q W_K^T at initialisation: the model rebuilt from the run's init seed."""
     task = cfg.build_task()
     torch.manual_seed(cfg.derived_seed("init"))
-    return cfg.model_config().build(task.spec).qk_matrix().detach()
+    return cfg.model_config().build(task.spec).qk_matrix().detach()  # type: ignore[operator]
 
 
 @EXPERIMENTS.register("qstr-fig2")
@@ -82,7 +89,7 @@ class Fig2(Experiment):
                 log.append({"step": samples // cfg.train.batch_size, "test_mse": mse,
                             "block_mass": block_mass(M, mask), "cosine": block_cosine(M, mask)})
             nz = mask[0].nonzero()
-            runs.append({"seed": cfg.seed, "d_e": cfg.build_task().d_e, "wall_s": round(r.wall_s, 1),
+            runs.append({"seed": cfg.seed, "d_e": _qstr(cfg).d_e, "wall_s": round(r.wall_s, 1),
                          "init_block_mass": block_mass(M0, mask), "init_cosine": block_cosine(M0, mask),
                          "block_mass": log[-1]["block_mass"], "cosine": log[-1]["cosine"],
                          "test_mse": log[-1]["test_mse"], "log": log, "matrix": probes[-1]["qk"][0],

@@ -8,6 +8,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from typing import Any
+
 import numpy as np
 
 from ...config import RunConfig, TrainConfig
@@ -61,7 +63,7 @@ class Heads(Experiment):
         by: dict[tuple[int, int], list[RunResult]] = defaultdict(list)
         for r in results:
             by[(r.config["task_params"]["q"], r.config["model_params"]["heads"])].append(r)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for (q, H), rs in sorted(by.items()):
             d = max(int(r.config["task_params"].get("d", s.d)) for r in rs)  # the bound of these runs' d
             best = [r.best_metric for r in rs if r.best_metric is not None]
@@ -87,8 +89,8 @@ class Heads(Experiment):
                 claims.append(Claim("ordering", f"q={q}: every H >= q learns below the best H < q run ({floor:.3f}): "
                                                 f"{_list(many, False)}", bool(held),
                                     {"q": q, "floor": floor, "best_mse": {r["H"]: r["best_mse"] for r in many}}))
-            for r in many:  # information, not a claim: a budget-limited run may still be above it
-                r["below_q-1_head_floor"] = bool(r["best_mse"] < heads_bound(q - 1, q, r["d"]))
+            for row in many:  # information, not a claim: a budget-limited run may still be above it
+                row["below_q-1_head_floor"] = bool(row["best_mse"] < heads_bound(q - 1, q, row["d"]))
         data = {**settings, "rows": rows, "notes": notes}
         return Summary(self.registry_name, scale, data, claims, results)
 
