@@ -212,4 +212,4 @@ def test_a_large_plan_shows_a_progress_line_and_dry_run_says_the_count_first(tmp
 def test_reproduce_dry_run_says_the_count_first(capsys):
     assert main(["reproduce", "qstr-fig3", "--quick", "--dry-run", "--workers", "1"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first.startswith("qstr-fig3-quick: 3 run(s)")
+    assert first.startswith("qstr-fig3-quick: 27 run(s)")
