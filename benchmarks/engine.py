@@ -83,8 +83,8 @@ def main() -> None:
     peak = peak_gflops()
     print(f"fp32 peak (2048^3 matmul, {a.threads} threads): {peak:.1f} GFLOP/s")
     print(f"{'case':<8}{'plain s':>9}{'engine s':>10}{'ratio':>7}{'plain st/s':>12}{'engine st/s':>12}"
-          f"{'plain %pk':>10}{'engine %pk':>11}{'step %pk':>9}  evals plain | engine (screened out)  samples plain | "
-          f"engine")
+          f"{'plain %pk':>10}{'engine %pk':>11}{'step %pk':>9}  evals plain | engine (screened out)  "
+          "samples plain | engine")
     for case in a.cases.split(","):
         arch, N = case.split(":")
         N = int(N)

@@ -54,8 +54,8 @@ def main() -> None:
                   f"{100 * right[last].mean():.1f}%", flush=True)
     right = _right(model, test)
     pos = test.tuples[:, 0]
-    print(f"TF-(1,64), index lookup, N={a.N}, {a.train_lengths} training lengths, {a.steps} steps, lr {a.lr}, seed "
-          f"{a.seed}: "
+    print(f"TF-(1,64), index lookup, N={a.N}, {a.train_lengths} training lengths, {a.steps} steps, "
+          f"lr {a.lr}, seed {a.seed}: "
           f"test accuracy {100 * right.mean():.1f}% at length N")
     print(f"{'query positions':>18}{'test accuracy':>15}{'training examples per position':>32}")
     edges = torch.linspace(0, a.N, 11).long()

@@ -76,11 +76,9 @@ def check_out(out_dir: Path, outputs: str | None = None) -> None:
         others = list(dict.fromkeys(sw["name"].split("-only=")[0] for sw in sweeps))
         others = [o for o in others if o != outputs]
         if others:
-            raise ArchsepError.at("out",
-                                  f"'{out_dir}' holds the outputs of {others[0]}; one output directory holds one "
-                               f"preset's outputs (its runs.csv, summary and figures): give another output directory "
-                               f"for "
-                               f"{outputs}, e.g. {out_dir / outputs}")
+            raise ArchsepError.at("out", f"'{out_dir}' holds the outputs of {others[0]}; one output directory holds "
+                                         "one preset's outputs (its runs.csv, summary and figures): give another "
+                                         f"output directory for {outputs}, e.g. {out_dir / outputs}")
 
 
 def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None = None,

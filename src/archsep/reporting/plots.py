@@ -77,8 +77,8 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | N
         a, ci = fit.get("alpha"), fit.get("ci") or [None, None]
         name = summary.get("names", {}).get(base)
         shown_as = arch if not name or name == base else f"{arch} ({name})"
-        lab = shown_as if a is None else (f"{shown_as}: α={a:.2f}" + ("" if ci[0] is None else f" [{ci[0]:.2f}, "
-                                                                                               f"{ci[1]:.2f}]"))
+        interval = "" if ci[0] is None else f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+        lab = shown_as if a is None else f"{shown_as}: α={a:.2f}{interval}"
         ax.errorbar(N, mean, yerr=[lo, hi], marker=MARKERS[bases.index(base) % len(MARKERS)], capsize=3, ls="none",
                     color=colour[base], mfc="white" if alt else colour[base], label=plain(lab))
         if a is not None and fit.get("intercept") is not None:

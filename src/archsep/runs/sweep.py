@@ -334,8 +334,8 @@ def _analysis(a: Any, where: str) -> dict:
     seps = a.get("separations", [])
     if not isinstance(seps, list) or not all(isinstance(s, list) and len(s) == 2 and all(isinstance(t, str) for t in s)
                                              for s in seps):
-        raise ArchsepError(f"{where}: analysis.separations: expected pairs of labels like [[\"TF\", \"FFN\"]], got "
-                           f"{seps!r}")
+        raise ArchsepError(f"{where}: analysis.separations: expected pairs of labels like "
+                           f"[[\"TF\", \"FFN\"]], got {seps!r}")
     for i, (better, worse) in enumerate(seps):
         if better == worse:
             raise ArchsepError(f"{where}: analysis.separations[{i}]: a separation compares two different labels, "
