@@ -3,6 +3,8 @@ cells, the learning rate chosen on validation, accuracy per (model, width, N) ov
 its keys checked like every other."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from archsep.analysis.size import analyze_size, size_cells, size_points
@@ -77,3 +79,23 @@ def test_the_width_comes_from_the_model_config_when_the_sweep_leaves_it_at_its_d
     default = MODELS.get("lstm")().hidden
     (cell,) = size_cells([r])
     assert cell["width"] == default and cell["label"] == f"LSTM-{default}"
+
+
+def test_analyze_reads_a_cells_learning_rates_in_the_order_the_sweep_planned_them(tmp_path):
+    """Two learning rates tie on validation and steps: the first in the grid wins, whichever
+    finished (was committed) first."""
+    import archsep
+    from archsep.runs.store import open_store, record
+
+    s = sw.parse(SIZE.replace('"model_params.hidden" = [4, 8]', '"model_params.hidden" = [4]')
+                 .replace('"task_params.N" = [4, 8]', '"task_params.N" = [4]').replace("seeds = 2", "seeds = 1")
+                 + 'measure = "size"\n')
+    first, second = s.configs  # lr 1e-3, then 3e-3, as the grid lists them
+    with open_store(tmp_path) as store:
+        store.register_sweep(s.sweep_id, s.name, s.source, [(c.run_id, c.to_dict()) for c in s.configs],
+                             analysis=s.analysis)
+        for c, test_err in ((second, 0.3), (first, 0.1)):  # the second lr is committed first
+            r = _run(c.run_id, 4, 4, 0, c.train.lr, val_err=0.05, test_err=test_err)
+            store.add(record(dataclasses.replace(r, config=c.to_dict())))
+    (cell,) = archsep.analyze(tmp_path)["cells"]
+    assert cell["best_lr"] == first.train.lr and cell["test_acc"] == pytest.approx(0.9)

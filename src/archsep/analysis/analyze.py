@@ -26,7 +26,10 @@ def analyze(results: list[RunResult] | str | Path, x: str | None = None, separat
             with open_store(results, create=False) as store:
                 metas = {json.dumps(sw["analysis_data"], sort_keys=True) for sw in store.sweeps()}
                 meta = json.loads(metas.pop()) if len(metas) == 1 else {}
-                results = store.results()
+                # in the order the sweeps planned them (as `archsep report` reads them), then any
+                # others: a size cell's learning rates in grid order, not in the order they finished
+                pos = {rid: i for i, rid in enumerate(dict.fromkeys(p["run_id"] for p in store.planned()))}
+                results = sorted(store.results(), key=lambda r: pos.get(r.run_id, len(pos)))
         x = x or meta.get("x") or "task_params.N"
         if (measure or meta.get("measure")) == "size":
             return analyze_size(results, x, width or meta.get("width"))
