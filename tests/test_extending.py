@@ -44,6 +44,15 @@ def run(cmd: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     return done
 
 
+def run_on_ray(example: Path, block: str) -> str:
+    """The doc's one-command Ray block, run; its stdout."""
+    pytest.importorskip("ray")
+    (cmd,) = commands(blocks()[block])
+    p = run(cmd, example)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
+
+
 def test_doc_has_the_example():
     b = blocks()
     assert {"first_token.py", "first_token.toml", "run.sh", "ray.sh"} <= set(b)
@@ -77,11 +86,7 @@ def test_example_runs_through_the_local_pool(example: Path):
 @pytest.mark.slow
 @pytest.mark.ray
 def test_example_runs_on_ray(example: Path):
-    pytest.importorskip("ray")
-    (cmd,) = commands(blocks()["ray.sh"])
-    p = run(cmd, example)
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert "ok 24" in p.stdout
+    assert "ok 24" in run_on_ray(example, "ray.sh")
     import archsep
 
     df = archsep.load(example / "results" / "first-token-ray")
@@ -120,9 +125,5 @@ def test_size_example_runs_through_the_local_pool_and_its_report_draws_it(exampl
 @pytest.mark.slow
 @pytest.mark.ray
 def test_size_example_runs_on_ray(example: Path):
-    pytest.importorskip("ray")
-    (cmd,) = commands(blocks()["size-ray.sh"])
-    p = run(cmd, example)
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert "16 run(s)" in p.stdout
+    assert "16 run(s)" in run_on_ray(example, "size-ray.sh")
     _size_checks(example, "first-token-size-ray")
