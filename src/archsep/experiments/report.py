@@ -13,8 +13,9 @@ from ..analysis.size import analyze_size
 from ..errors import ArchsepError
 from ..fileio import atomic_write, check_output
 from ..registry import reading
+from ..reporting.plots import size_figures
 from ..reporting.report import (environment, experiment_section, figure_curves, figure_samples, page,
-                                size_figures, size_section, sweep_section, verdict)
+                                size_section, sweep_section, verdict)
 from ..results import RunResult
 from ..runs.store import Store, open_store
 from .base import EXPERIMENTS, Experiment

@@ -23,7 +23,7 @@ from ..analysis.size import CellKey, accuracy_table, size_points
 from ..analysis.size import select as select  # re-exported: the presets' selection rule
 from ..analysis.size import cell_record as size_record
 from ..config import RunConfig, TrainConfig
-from ..reporting.plots import accuracy_vs_N, heatmaps, val_curves
+from ..reporting.plots import size_figures
 from ..results import Claim, RunResult, Summary
 from .base import Experiment, _fmt_setting, claim_lines, run_settings
 
@@ -209,9 +209,8 @@ class SizeExperiment(Experiment):
         return [{k: c.get(k) for k in CELL_COLUMNS} for c in summary.data["cells"]]
 
     def figures(self, summary: Summary, out: Path) -> list[Path]:
-        cells, name, target = summary.data["cells"], self.registry_name, summary.data.get("target", TARGET)
-        return (heatmaps(cells, name, out / "heatmaps") + accuracy_vs_N(size_points(cells), name, out / "accuracy")
-                + val_curves(cells, name, out / "val_curves", target))
+        cells = summary.data["cells"]
+        return size_figures(cells, size_points(cells), self.registry_name, out, summary.data.get("target", TARGET))
 
     def text(self, summary: Summary) -> str:
         d = summary.data

@@ -219,3 +219,11 @@ def accuracy_vs_N(points: list[dict], name: str, stem: Path) -> list[Path]:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return save(fig, stem)
+
+
+def size_figures(cells: list[dict], points: list[dict], name: str, out: Path,
+                 target: float | None = None) -> list[Path]:
+    """A size measurement's figures, for a preset and a sweep alike: heat maps of test accuracy,
+    test accuracy against N, validation curves of the chosen learning rates (`target` dashed)."""
+    return (heatmaps(cells, name, out / "heatmaps") + accuracy_vs_N(points, name, out / "accuracy")
+            + val_curves(cells, name, out / "val_curves", target))

@@ -158,15 +158,6 @@ def sweep_section(sw: dict | None, title: str, a: dict, figs: list, results: lis
     return "\n".join(out)
 
 
-def size_figures(cells: list[dict], points: list[dict], name: str, out: Path) -> list[Path]:
-    """A size measurement's figures, as a size preset draws them: heat maps of test accuracy,
-    test accuracy against N, validation curves of the chosen learning rates."""
-    from .plots import accuracy_vs_N, heatmaps, val_curves
-
-    return (heatmaps(cells, name, out / "heatmaps") + accuracy_vs_N(points, name, out / "accuracy")
-            + val_curves(cells, name, out / "val_curves"))
-
-
 def size_section(sw: dict | None, title: str, a: dict, figs: list, results: list[RunResult], by_id: dict) -> str:
     """A sweep measured by size: its figures, the accuracy of each (model, N) over seeds, its runs."""
     out = [f"<h2>{_e(title)}</h2>"]
