@@ -17,7 +17,6 @@ from archsep.runs.runner import launch_runs
 BUILT = []
 
 
-@PRESETS.register("test-one-launch")
 class OneLaunch(SampleComplexityExperiment):
     description = "a tiny preset that counts how often it is built"
     tiny = Scale(Ns=(2,), seeds=1, archs=(Arch("FFN", "ffn", {}),),
@@ -28,7 +27,17 @@ class OneLaunch(SampleComplexityExperiment):
         BUILT.append(1)
 
 
-def test_reproduce_builds_its_experiment_once_and_checks_its_options_once(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def one_launch_preset():
+    """Registered for this test alone: a preset left in PRESETS would join every later test that
+    loops over the registry (test_sweep's preset round trip, for one)."""
+    PRESETS.register("test-one-launch")(OneLaunch)
+    yield
+    PRESETS._items.pop("test-one-launch", None)
+
+
+def test_reproduce_builds_its_experiment_once_and_checks_its_options_once(tmp_path, monkeypatch, capsys,
+                                                                          one_launch_preset):
     monkeypatch.setenv("ARCHSEP_THREADS", "1")
     checks, made = [], []
     real_check, real_make = executors.check_executor, Launch.check
