@@ -339,3 +339,21 @@ NEAR = dict(progressive=0.12, window_se=0.01, held_out_se=0.01, drop=0.0, z=3.0,
 ])
 def test_decide(mode, curve_point, has_ref, stats, want):
     assert evaluation.decide(mode=mode, curve_point=curve_point, has_reference=has_ref, **stats) == want
+
+
+def test_eval_early_adds_the_1_2_5_steps_below_eval_every_and_changes_no_other_run_id():
+    tc = TrainConfig(eval_every=100, eval_mode="every", eval_early=True, budget=64 * 200, stop_at_threshold=False,
+                     eval_size=200)
+    assert tc.early_steps() == (1, 2, 5, 10, 20, 50)
+    assert TrainConfig(eval_every=1000, eval_mode="every", eval_early=True).early_steps()[-3:] == (100, 200, 500)
+    assert TrainConfig(eval_every=100, eval_mode="every").early_steps() == ()
+    r = train_run(RunConfig("qstr", "tf", {"N": 2}, {}, tc))
+    assert [s // 64 for s, _ in r.curve] == [1, 2, 5, 10, 20, 50, 100, 200]
+    assert r.eval_schedule["early_steps"] == [1, 2, 5, 10, 20, 50]
+    # off by default, and then not part of the identity: stored runs keep their ids
+    plain = qstr()
+    assert plain.run_id == dataclasses.replace(plain, train=dataclasses.replace(plain.train, eval_early=False)).run_id
+    assert "eval_early" not in plain.canonical()["train"]
+    with pytest.raises(ArchsepError) as e:
+        TrainConfig(eval_early=True)  # progressive mode skips looks: early ones would be skipped too
+    assert e.value.field == "eval_early"

@@ -43,7 +43,7 @@ def test_fig2_runs_on_the_engine_with_a_fixed_set_and_logs_the_attention(tmp_pat
     assert all(c.train.train_set_size == 256 and c.train.probe for c in cfgs)
     s = p.analyze(train_many(cfgs), "quick")
     for r in s.data["runs"]:
-        assert [e["step"] for e in r["log"]] == [10, 20]
+        assert [e["step"] for e in r["log"]] == [0, 1, 2, 5, 10, 20]  # initialisation, the early steps, log_every
         assert 0 <= r["block_mass"] <= 1 and len(r["matrix"]) == 10 + 2 * r["d_e"]
         (r0, c0), (r1, c1) = r["block"]
         assert (r1 - r0 + 1, c1 - c0 + 1) == (r["d_e"], r["d_e"])

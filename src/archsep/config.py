@@ -23,7 +23,7 @@ FORMAT_VERSION = 1  # bump when the meaning of a stored result changes
 BAND = 0.5  # TrainConfig.progressive_band's default
 _LATER_TRAIN_FIELDS = {"keep_best": False, "test_size": 0, "train_set_size": 0, "probe": False,
                        "heldout": "training", "precision": "fp32",
-                       "progressive_band": BAND}
+                       "progressive_band": BAND, "eval_early": False}
 # seed roles of the sets a run draws: with a test set, the held-out set is its validation set
 HELD_OUT_ROLE, VALIDATION_ROLE, TEST_ROLE = "test", "validation", "size-test"
 
@@ -65,6 +65,9 @@ class TrainConfig:
     # (reshuffled from the training stream), as in paper B's Figure 2
     train_set_size: int = 0
     probe: bool = False  # record the model's `probe()` (e.g. its W_Q W_K^T) at each curve point
+    # also evaluate at the steps 1, 2, 5, 10, 20, 50, ... below eval_every ('every' mode only): a
+    # curve drawn on a log axis then starts at the first step, not at eval_every (Figure 2)
+    eval_early: bool = False
     # the held-out set: "training" (the training distribution, or length N for tasks trained on
     # variable lengths), or "as-published" (the authors' protocol where it differs: qSTR
     # held-out prompts drawn as simple-qSTR, see tasks/qstr.py)
@@ -96,6 +99,8 @@ class TrainConfig:
         check(self.progressive_z >= 0, "progressive_z", f"must be >= 0, got {self.progressive_z}")
         check(self.screen_z >= 0, "screen_z", f"must be >= 0 (inf: never stop early), got {self.screen_z}")
         check(self.curve_every >= 1, "curve_every", f"must be >= 1, got {self.curve_every}")
+        check(not self.eval_early or self.eval_mode == "every", "eval_early",
+              f"needs eval_mode = 'every', got eval_mode = '{self.eval_mode}'")
         check(self.diverge_factor > 1, "diverge_factor", f"must be > 1, got {self.diverge_factor}")
         check(self.test_size >= 0, "test_size", f"must be >= 0 (0: no test set), got {self.test_size}")
         check(self.train_set_size >= 0, "train_set_size",
@@ -107,6 +112,16 @@ class TrainConfig:
     @property
     def resolution(self) -> int:
         return self.eval_every * self.batch_size
+
+    def early_steps(self) -> tuple[int, ...]:
+        """The extra evaluation steps of `eval_early`: 1, 2, 5, 10, 20, 50, ... below eval_every."""
+        if not self.eval_early:
+            return ()
+        out, decade = [], 1
+        while decade < self.eval_every:
+            out += [m * decade for m in (1, 2, 5) if m * decade < self.eval_every]
+            decade *= 10
+        return tuple(out)
 
 
 @functools.cache

@@ -100,7 +100,7 @@ def evaluations(cfg: RunConfig, steps: int) -> tuple[int, float]:
     eval_every steps; progressive mode evaluates most points only partly (screening stops after
     its first looks), every curve_every-th in full."""
     tc = cfg.train
-    n = steps // tc.eval_every
+    n = steps // tc.eval_every + sum(e <= steps for e in tc.early_steps())
     if tc.eval_mode == "every":
         return n, n * tc.eval_size
     full = n // tc.curve_every + 1

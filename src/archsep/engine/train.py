@@ -71,7 +71,8 @@ def _base(cfg: RunConfig) -> dict:
                 eval_schedule={"every_steps": tc.eval_every, "batch_size": tc.batch_size,
                                "eval_size": tc.eval_size, "mode": tc.eval_mode,
                                "z": tc.progressive_z, "band": tc.progressive_band, "screen_z": tc.screen_z,
-                               "curve_every": tc.curve_every})
+                               "curve_every": tc.curve_every,
+                               **({"early_steps": list(tc.early_steps())} if tc.eval_early else {})})
 
 
 def _error(cfg: RunConfig) -> RunResult:
@@ -216,6 +217,7 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool) -> list[RunResult
     limit = tc.diverge_factor * tracks[0].task.baseline
     max_steps = tc.budget // tc.batch_size
     active = list(tracks)
+    early = set(tc.early_steps())
     for step in range(1, max_steps + 1):
         # sample -> forward -> loss -> backward -> step
         batches = [tr.data.next() for tr in active]
@@ -229,7 +231,7 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool) -> list[RunResult
         stack.opt.zero_grad(set_to_none=True)
         torch.stack(losses).sum().backward()
         stack.opt.step()
-        if step % tc.eval_every:
+        if step % tc.eval_every and step not in early:
             continue
         # evaluate what is due
         samples = step * tc.batch_size
