@@ -169,7 +169,7 @@ def test_every_structural_set_keeps_planned_runs_distinct_or_is_refused(name):
 
 def test_set_seed_starts_the_seed_list_and_label_and_axes_say_what_to_use():
     s = plan.from_experiment("qstr-fig1a", "quick", None, {"seed": 3})
-    assert sorted({c.seed for c in s.configs}) == [3, 4]
+    assert sorted({c.seed for c in s.configs}) == [3, 4, 5]  # the quick scale has 3 seeds
     with pytest.raises(ArchsepError, match="--only"):
         plan.from_experiment("qstr-fig1a", "quick", None, {"label": "X"})
     with pytest.raises(ArchsepError, match=r"task_params.N.*values 2, 4, 6, 8.*--print-toml"):

@@ -6,6 +6,7 @@ seeds, architectures and training settings) and the separations it claims; see
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -37,6 +38,13 @@ class Scale:
     # held-out protocols, each a copy of every arm: "training" (ours) and/or "as-published"
     # (labelled "<label> [as published]")
     protocols: tuple[str, ...] = ("training",)
+    # the arms that get the "as-published" copy (None: every arm, when that protocol is listed)
+    as_published: tuple[str, ...] | None = None
+    # the arms that are the published model, so the figure draws the published means beside
+    # them (None: every arm); e.g. a quick GRU-64 is not the published GRU-500
+    published_models: tuple[str, ...] | None = None
+    # a scale too small for a verdict at the paper's strength (few seeds, short N): its claims say so
+    indicative: str = ""
 
 
 def protocol_label(label: str, protocol: str) -> str:
@@ -82,9 +90,11 @@ class SampleComplexityExperiment(Experiment):
         out = []
         for protocol in s.protocols:
             train = TrainConfig(**{**s.train, "device": device, "heldout": protocol})
+            archs = [a for a in s.archs if protocol != "as-published" or s.as_published is None
+                     or a.label in s.as_published]
             out += [RunConfig(self.task, a.arch, {**s.task_params, self.axis: x}, self.model_params(a, x), train,
                               seed, protocol_label(a.label, protocol))
-                    for a in s.archs for x in s.Ns for seed in range(s.seeds)]
+                    for a in archs for x in s.Ns for seed in range(s.seeds)]
         return out
 
     def groups(self, results: list[RunResult]) -> dict:
@@ -103,6 +113,8 @@ class SampleComplexityExperiment(Experiment):
         grid = fit_grid(self.groups(results), budget)
         claims = self.claims(grid.points, grid.fits, grid.samples, budget,
                              grid.censored) + self.growth_claims(grid.fits)
+        if s.indicative:
+            claims = [dataclasses.replace(c, text=f"indicative ({s.indicative}): {c.text}") for c in claims]
         Ns = sorted({r.config["task_params"][self.axis] for r in results}) or list(s.Ns)
         data = {**settings, "Ns": Ns, "fits": grid.fits, "points": grid.points, "notes": notes,
                 **describe_runs(results)}
@@ -167,8 +179,9 @@ class SampleComplexityExperiment(Experiment):
     def figures(self, summary: Summary, out: Path) -> list[Path]:
         from ..reporting.plots import samples_vs_N
 
-        return samples_vs_N(summary.to_dict(), out / "figure", title=self.figure_title(summary),
-                            published=self.published)
+        models = self.scale(summary.scale).published_models
+        published = {k: v for k, v in self.published.items() if models is None or k in models}
+        return samples_vs_N(summary.to_dict(), out / "figure", title=self.figure_title(summary), published=published)
 
     def figure_title(self, summary: Summary) -> str:
         """The preset's description, then the settings its runs were made with."""
@@ -184,7 +197,9 @@ class SampleComplexityExperiment(Experiment):
         for p in sorted(d["points"], key=lambda p: (p["arch"], p["N"])):
             ci = "n/a" if p["ci"][0] is None else f"[{p['ci'][0]:.0f}, {p['ci'][1]:.0f}]"
             mean = "n/a" if p["mean"] is None else f"{p['mean']:.0f}"
-            pub = self.published.get(p["curve"]["arm"] if "curve" in p else p["arch"], {}).get(p["N"], "")
+            arm = p["curve"]["arm"] if "curve" in p else p["arch"]
+            models = self.scale(summary.scale).published_models
+            pub = self.published.get(arm, {}).get(p["N"], "") if models is None or arm in models else ""
             lines.append(f"  {p['arch']:<6}{p['N']:>4}{mean:>10}{p['median_text']:>10}  {ci:<20}"
                          f"{p['n_censored']:>5}/{p['n_runs']:<3}  {pub}")
         for arch, f in d["fits"].items():

@@ -110,7 +110,7 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | N
     ax.set_ylabel(plain(f"samples to held-out {summary.get('metric', 'MSE')} < {summary['threshold']}"))
     ax.set_title(plain(title), fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # outside the data
     return save(fig, stem)
 
 
