@@ -44,3 +44,97 @@ def test_a_growing_ffn_holds_and_a_flat_one_fails_the_growth_claim():
     assert [c.held for c in exp.growth_claims(fits)] == [True]
     fits = {"FFN": fit_exponent(samples(0.0)).to_dict()}
     assert [c.held for c in exp.growth_claims(fits)] == [False]
+
+
+# --- every other paper-B claim, each fed a result that should fail it -----------------------------
+from archsep.config import RunConfig  # noqa: E402
+from archsep.results import RunResult  # noqa: E402
+
+
+def _fig1_runs(preset: str, scale: str, alpha: dict[str, float], base: dict[str, float] | None = None,
+               censored: tuple[str, ...] = ()) -> list[RunResult]:
+    """Runs of a Figure 1 preset's plan with samples = base * (N / N0)^alpha per label, a small
+    per-seed wobble, and the labels in `censored` censored at the budget at every N."""
+    exp = EXPERIMENTS.get(preset)()
+    cfgs = exp.plan(scale, "cpu")
+    N0 = min(c.task_params["N"] for c in cfgs)
+    rng = np.random.default_rng(0)
+    out = []
+    for c in cfgs:
+        arm = c.label.split(" [")[0]  # the synthetic numbers only: the experiment keys curves itself
+        n = (base or {}).get(arm, 1e4) * (c.task_params["N"] / N0) ** alpha[arm] * np.exp(rng.normal(0, 0.02))
+        cens = arm in censored
+        out.append(RunResult(c.run_id, c.to_dict(), "censored" if cens else "ok", c.train.budget if cens else int(n),
+                             640, 0.5, 0.5))
+    return out
+
+
+@pytest.mark.parametrize("preset, scale", [("qstr-fig1a", "quick"), ("qstr-fig1a", "full"),
+                                           ("qstr-fig1b", "quick"), ("qstr-fig1b", "full")])
+def test_figure_1_separations_hold_for_a_flat_transformer_and_fail_for_a_steep_one(preset, scale):
+    exp = EXPERIMENTS.get(preset)()
+    good = exp.analyze(_fig1_runs(preset, scale, {"TF": 0.3, "RNN": 1.0, "FFN": 4.0}), scale).claims
+    paper = [c for c in good if c.kind in ("separation", "ordering")]
+    assert paper and all(c.held for c in paper), [c.text for c in paper if not c.held]
+    # every arm equally steep, ordered FFN < RNN < TF at every N: no separation, no ordering
+    steep = _fig1_runs(preset, scale, {"TF": 3.0, "RNN": 3.0, "FFN": 3.0}, base={"TF": 9e4, "RNN": 3e4, "FFN": 1e4})
+    bad = [c for c in exp.analyze(steep, scale).claims if c.kind in ("separation", "ordering")]
+    assert len(bad) == len(paper) and not any(c.held for c in bad), [c.text for c in bad if c.held]
+
+
+def test_figure_1a_published_claim_fails_when_the_means_are_twice_the_published_ones():
+    exp = EXPERIMENTS.get("qstr-fig1a")()
+    labels, Ns, factor = exp.matches_published
+
+    def runs(scale_by: float) -> list[RunResult]:
+        out = []
+        for c in exp.plan("full", "cpu"):
+            arm, N = c.label.split(" [")[0], c.task_params["N"]
+            n = exp.published.get(arm, {}).get(N, 1e4) * scale_by
+            out.append(RunResult(c.run_id, c.to_dict(), "ok", int(n), 640, 0.5, 0.5))
+        return out
+
+    [ok] = [c for c in exp.analyze(runs(1.0), "full").claims if c.kind == "published"]
+    [bad] = [c for c in exp.analyze(runs(2 * factor), "full").claims if c.kind == "published"]
+    assert ok.held and not bad.held and "within" in bad.text
+
+
+def test_figure_1a_quick_claims_say_they_are_indicative_and_draw_no_published_gru_500():
+    exp = EXPERIMENTS.get("qstr-fig1a")()
+    cfgs = exp.plan("quick", "cpu")
+    assert len({c.seed for c in cfgs}) >= 3  # a t interval with two or more degrees of freedom
+    assert {c.label for c in cfgs if c.train.heldout == "as-published"} == {"TF [as published]",
+                                                                            "FFN [as published]"}
+    s = exp.analyze(_fig1_runs("qstr-fig1a", "quick", {"TF": 0.3, "RNN": 2.5, "FFN": 3.0}), "quick")
+    assert s.claims and all(c.text.startswith("indicative") for c in s.claims)
+    rnn_rows = [ln for ln in exp.text(s).splitlines() if ln.strip().startswith("RNN ")]
+    assert rnn_rows and all(not ln.rstrip().endswith(tuple("0123456789")) or "/" in ln.split()[-1]
+                            for ln in rnn_rows)  # no published column beside the GRU-64
+    assert not any(c.text.startswith("indicative") for c in exp.analyze(
+        _fig1_runs("qstr-fig1a", "full", {"TF": 0.3, "RNN": 2.5, "FFN": 3.0}), "full").claims)
+
+
+def test_figure_3_control_fails_when_the_transformer_is_censored():
+    exp = EXPERIMENTS.get("qstr-fig3")()
+    rs = []
+    for c in exp.plan("quick", "cpu"):
+        q = c.task_params["q"]
+        tf = c.label == "TF"
+        n = 1000 * q if tf else 4000 * 2 ** q
+        rs.append(RunResult(c.run_id, c.to_dict(), "censored" if tf and q == 3 else "ok",
+                            c.train.budget if tf and q == 3 else n, 640, 0.8, 0.8))
+    [control] = [c for c in exp.analyze(rs, "quick").claims if c.kind == "threshold"]
+    assert control.held is False and "control" in control.text
+
+
+def test_figure_2_claims_fail_for_a_matrix_left_at_its_initialisation():
+    """Probes that record W_Q W_K^T as it was at initialisation: no concentration, no alignment."""
+    from archsep.experiments.paper_b import fig2
+
+    exp = EXPERIMENTS.get("qstr-fig2")()
+    [cfg] = [c for c in exp.plan("quick", "cpu")][:1]
+    M0 = fig2._initial_qk(RunConfig.from_dict(cfg.to_dict()))
+    r = RunResult(cfg.run_id, cfg.to_dict(), "ok", cfg.train.budget, 640, 0.5, 0.5,
+                  curve=[(6400, 0.9), (12800, 0.9)], extra={"probes": [{"qk": M0.tolist()}] * 2})
+    claims = {c.kind: c for c in exp.analyze([r], "quick").claims}
+    assert claims["concentration"].held is False and claims["alignment"].held is False
