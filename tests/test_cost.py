@@ -39,3 +39,68 @@ def test_dry_run_prints_costs_and_creates_nothing(tmp_path):
     for label in ("TF", "RNN", "FFN"):
         assert f"\n  {label} " in p.stdout
     assert not out.exists()
+
+
+def _fresh(monkeypatch, tmp_path):
+    monkeypatch.setenv("ARCHSEP_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cost, "_STEPS", {})
+    monkeypatch.setattr(cost, "_HOW", {})
+
+
+def test_a_step_cost_ignores_the_seed_and_lr_and_a_family_times_only_its_shortest_lengths(monkeypatch, tmp_path):
+    _fresh(monkeypatch, tmp_path)
+    import dataclasses
+
+    one = EXPERIMENTS.get("lookup-fig2")().plan("quick")  # variable lengths: the seed is in group_key
+    configs = one + [dataclasses.replace(c, seed=c.seed + 1) for c in one]
+    assert len({cost.cost_key(c) for c in configs}) == len({cost.cost_key(c) for c in one}) < len(
+        {cost.group_key(c) for c in configs})
+    timed = []
+    real = cost.step_cost
+    monkeypatch.setattr(cost, "step_cost", lambda c: (timed.append(c), real(c))[1])
+    est = cost.estimate(configs, workers=2)
+    fams: dict = {}
+    for c in configs:
+        fam, N = cost._family(c)
+        fams.setdefault(fam, set()).add(N)
+    assert len({cost.cost_key(c) for c in timed}) == len(timed)  # each shape timed once
+    for fam, Ns in fams.items():
+        got = sorted(cost._family(c)[1] for c in timed if cost._family(c)[0] == fam)
+        assert got == sorted(Ns)[:cost.TIMED_LENGTHS], (fam, got)
+    assert est["shapes"]["timed"] == len(timed) and est["shapes"]["extrapolated"] == sum(
+        max(0, len(Ns) - cost.TIMED_LENGTHS) for Ns in fams.values())
+    # a second dry run in a new process reads them all from the cache: nothing is timed again
+    monkeypatch.setattr(cost, "_STEPS", {})
+    timed.clear()
+    again = cost.estimate(configs, workers=2)
+    assert timed == [] and again["shapes"]["cached"] == est["shapes"]["timed"]
+    assert abs(again["cpu_core_s"] - est["cpu_core_s"]) <= 1e-6 * est["cpu_core_s"]
+
+
+def test_the_cache_is_used_only_on_the_same_machine_and_code_and_a_damaged_one_is_ignored(monkeypatch, tmp_path):
+    import json
+
+    _fresh(monkeypatch, tmp_path)
+    configs = EXPERIMENTS.get("qstr-fig1a")().plan("quick")[:3]
+    cost.estimate(configs)
+    doc = json.loads((tmp_path / cost.CACHE_NAME).read_text())
+    assert doc["fingerprint"] == cost.fingerprint() and doc["costs"]
+    doc["fingerprint"] = "another machine"
+    (tmp_path / cost.CACHE_NAME).write_text(json.dumps(doc))
+    assert cost._read_cache() == {}
+    for junk in ("{", "[]", '{"fingerprint": 1}', json.dumps({"fingerprint": cost.fingerprint(), "costs": {"k": [-1, 0, 0]}})):
+        (tmp_path / cost.CACHE_NAME).write_text(junk)
+        assert cost._read_cache() == {}
+        monkeypatch.setattr(cost, "_STEPS", {})
+        assert cost.estimate(configs)["shapes"]["timed"] >= 1  # measured again, no error
+    assert sorted(p.name for p in tmp_path.iterdir()) == [cost.CACHE_NAME]  # no temporary files left
+    monkeypatch.setenv("ARCHSEP_CACHE_DIR", "")  # off
+    assert cost.cache_file() is None
+
+
+def test_extrapolation_is_linear_in_flops_and_never_shrinks():
+    a, b = cost.StepCost(1.0, 0.1, 100.0, 50), cost.StepCost(2.0, 0.2, 200.0, 60)
+    sc = cost._extrapolate([(10, a), (20, b)], 400.0, 40)
+    assert abs(sc.cpu_s - 4.0) < 1e-12 and abs(sc.eval_s - 0.4) < 1e-12 and sc.ops == 80 and sc.flops == 400.0
+    noisy = cost._extrapolate([(10, b), (20, a)], 400.0, 40)  # the longer one timed faster: proportional
+    assert noisy.cpu_s >= a.cpu_s

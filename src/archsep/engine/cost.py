@@ -1,19 +1,37 @@
 """What a set of runs will cost, before any of it runs (`archsep reproduce P --dry-run`).
 
 Per run: training steps x the time of one step, plus the held-out evaluations. The time of a
-step on this machine is measured, not guessed: a few real steps of each distinct model (one
-thread, as a worker trains) and a forward pass over one evaluation chunk. A GPU's time is
-modelled, not measured: every operator costs a launch, and the FLOPs run at a sustained rate
-(`GPU`). Runs stop early when they reach their threshold; the estimate assumes they do not (an
-upper bound), and uses what the store already holds where a run has finished.
+step on this machine is measured, not guessed: a few real steps of each distinct model shape
+(one thread, as a worker trains) and a forward pass over one evaluation chunk. Three things keep
+a dry run short (issue "speed": at most about 30 s for any preset):
+- a step's cost depends on the model's shape, not on the seed or the learning rate (`cost_key`);
+- in a family of shapes that differ only in the length N, the three shortest are timed and the
+  longer ones extrapolated from the two longest of those, linearly in the step's FLOPs (which grow with N as the model's own
+  arithmetic does: N^2 for attention, N for a recurrence); the FLOPs themselves are counted at
+  the three shortest lengths and extrapolated by the quadratic through them (exact for a model
+  whose arithmetic is a polynomial of degree 2 in N, and never below linear growth).
+  `benchmarks/dry_run.py` measures both extrapolations against real steps. Runs never use
+  these estimates: their planner counts every shape's FLOPs (`planning.step_flops`);
+- measured costs are kept per machine, torch version and archsep source in a cache file
+  (`cache_file`: $ARCHSEP_CACHE_DIR, else $XDG_CACHE_HOME/archsep or ~/.cache/archsep; an empty
+  ARCHSEP_CACHE_DIR turns it off), so a second dry run times nothing it has timed before.
+A GPU's time is modelled, not measured: every operator costs a launch, and the FLOPs run at a
+sustained rate (`GPU`). Runs stop early when they reach their threshold; the estimate assumes
+they do not (an upper bound), and uses what the store already holds where a run has finished.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import heapq
+import json
 import math
+import os
+import platform
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
@@ -36,7 +54,158 @@ class StepCost:
     ops: int  # operators launched by one training step
 
 
-_STEPS: dict[str, StepCost] = {}
+_STEPS: dict[str, StepCost] = {}  # by cost_key: measured in this process, read from the cache, or extrapolated
+_HOW: dict[str, str] = {}  # by cost_key: "timed", "cached" or "extrapolated"
+_FLOPS_EST: dict[str, float] = {}  # by cost_key: counted (the three shortest of a family) or extrapolated
+CACHE_NAME = "step-costs.json"
+# the shortest lengths of a family that are timed; the longer ones are extrapolated from the two
+# longest of these (a step of a few hundred positions is far from its overhead-bound short end)
+TIMED_LENGTHS = 3
+
+
+def cost_key(cfg: RunConfig) -> str:
+    """What one step's cost depends on: the task and model shape and the batch (not the seed, the
+    learning rate or the evaluation schedule)."""
+    d = json.loads(group_key(cfg))
+    d.pop("seed", None)
+    d["train"] = {k: v for k, v in d["train"].items() if k in ("batch_size", "precision")}
+    return json.dumps(d, sort_keys=True)
+
+
+def _family(cfg: RunConfig) -> tuple[str, float | None]:
+    """(the cost key without the length N, N): shapes of one family differ only in N."""
+    d = json.loads(cost_key(cfg))
+    N = d["task_params"].pop("N", None)
+    return json.dumps(d, sort_keys=True), (float(N) if isinstance(N, (int, float)) else None)
+
+
+def cache_file() -> Path | None:
+    """Where measured step costs are kept between dry runs (None: nowhere)."""
+    root = os.environ.get("ARCHSEP_CACHE_DIR")
+    if root is None:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                            "archsep")
+    return Path(root) / CACHE_NAME if root else None
+
+
+@functools.cache
+def fingerprint() -> str:
+    """The machine, torch and archsep's own model, task and engine code: a cached cost is used
+    only where all four are the same as when it was measured."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    src = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(f"{cpu}|{os.cpu_count()}|{torch.__version__}".encode())
+    for part in ("models", "tasks", "engine"):
+        for f in sorted((src / part).rglob("*.py")):
+            h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _read_cache() -> dict[str, list[float]]:
+    path = cache_file()
+    try:
+        doc = json.loads(path.read_text()) if path else {}
+    except (OSError, ValueError):
+        return {}  # none yet, unreadable or damaged: measure again
+    if not isinstance(doc, dict) or doc.get("fingerprint") != fingerprint() or not isinstance(doc.get("costs"), dict):
+        return {}
+    return {k: v for k, v in doc["costs"].items()
+            if isinstance(v, list) and len(v) == 3 and all(isinstance(x, (int, float)) and x >= 0 for x in v)}
+
+
+def _write_cache(costs: dict[str, list[float]]) -> None:
+    """Keep these measured costs (with those already kept); a cache that cannot be written is
+    left alone: an estimate never fails for it."""
+    from ..errors import ArchsepError
+    from ..fileio import atomic_write
+
+    path = cache_file()
+    if path is None or not costs:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"fingerprint": fingerprint(), "costs": {**_read_cache(), **costs}}
+        atomic_write(path, json.dumps(doc, sort_keys=True), "cache")
+    except (OSError, ArchsepError):
+        pass
+
+
+def step_costs(configs: Sequence[RunConfig]) -> dict[str, StepCost]:
+    """The step cost of every shape among `configs` (by `cost_key`): read from the cache, or
+    timed for the TIMED_LENGTHS shortest lengths of each family and extrapolated for the longer ones."""
+    cached = _read_cache()
+    families: dict[str, dict[float | None, RunConfig]] = defaultdict(dict)
+    for c in configs:
+        fam, N = _family(c)
+        families[fam].setdefault(N, c)
+    new: dict[str, list[float]] = {}
+    out: dict[str, StepCost] = {}
+    for by_N in families.values():
+        Ns = sorted(by_N, key=lambda n: -1.0 if n is None else n)
+        flops = _family_flops(Ns, by_N)
+        timed: list[tuple[float, StepCost]] = []
+        for i, N in enumerate(Ns):
+            cfg = by_N[N]
+            key = cost_key(cfg)
+            _FLOPS_EST[key] = flops[N]
+            if key in _STEPS:
+                sc = _STEPS[key]
+            elif key in cached:
+                cpu_s, eval_s, ops = cached[key]
+                sc = StepCost(cpu_s, eval_s, flops[N], int(ops))
+                _HOW[key] = "cached"
+            elif i < TIMED_LENGTHS or N is None:
+                sc = step_cost(cfg)
+                new[key] = [sc.cpu_s, sc.eval_s, sc.ops]
+            else:
+                sc = _extrapolate(timed[-2:], flops[N], N)
+                _HOW[key] = "extrapolated"
+            _STEPS[key] = out[key] = sc
+            if N is not None and i < TIMED_LENGTHS:
+                timed.append((N, sc))
+    _write_cache(new)
+    return out
+
+
+def estimated_flops(cfg: RunConfig) -> float:
+    """A step's FLOPs as the last `step_costs` estimated them (counted where it did not)."""
+    return _FLOPS_EST.get(cost_key(cfg)) or step_flops(cfg)
+
+
+def _family_flops(Ns: list, by_N: dict) -> dict:
+    """FLOPs per length: counted at the three shortest, the quadratic through them beyond (at
+    least linear growth from the longest counted)."""
+    out = {N: step_flops(by_N[N]) for N in Ns[:3]}
+    if len(Ns) <= 3 or None in Ns:
+        return {**out, **{N: step_flops(by_N[N]) for N in Ns[3:]}}
+    (x0, x1, x2), (y0, y1, y2) = Ns[:3], (out[N] for N in Ns[:3])
+    for N in Ns[3:]:
+        quad = (y0 * (N - x1) * (N - x2) / ((x0 - x1) * (x0 - x2)) + y1 * (N - x0) * (N - x2) / ((x1 - x0) * (x1 - x2))
+                + y2 * (N - x0) * (N - x1) / ((x2 - x0) * (x2 - x1)))
+        out[N] = max(quad, y2 * N / x2)
+    return out
+
+
+def _extrapolate(timed: list[tuple[float, StepCost]], flops: float, N: float) -> StepCost:
+    """A longer shape's cost from two shorter ones of its family: time linear in FLOPs through
+    both points (through the longer point and the origin where the fit would fall below it),
+    operators linear in N."""
+    (n1, a), (n2, b) = timed[0], timed[1]
+
+    def line(y1: float, y2: float, x1: float, x2: float, x: float) -> float:
+        if x2 > x1 and y2 > y1:
+            return y2 + (y2 - y1) / (x2 - x1) * (x - x2)
+        return y2 * x / x2 if x2 > 0 else y2  # flat or noisy: proportional to the longer point
+
+    ratio = line(a.cpu_s, b.cpu_s, a.flops, b.flops, flops) / b.cpu_s if b.cpu_s > 0 else 1.0
+    ratio = max(ratio, 1.0)  # a longer sequence never costs less
+    ops = max(b.ops, round(line(float(a.ops), float(b.ops), n1, n2, N)))
+    return StepCost(b.cpu_s * ratio, b.eval_s * ratio, flops, int(ops))
 
 
 class _CountOps(torch.utils._python_dispatch.TorchDispatchMode):
@@ -51,7 +220,7 @@ class _CountOps(torch.utils._python_dispatch.TorchDispatchMode):
 
 def step_cost(cfg: RunConfig) -> StepCost:
     """Measure one training step and one evaluation chunk of this config's model."""
-    key = group_key(cfg)
+    key = cost_key(cfg)
     if key in _STEPS:
         return _STEPS[key]
     threads = torch.get_num_threads()
@@ -70,16 +239,15 @@ def step_cost(cfg: RunConfig) -> StepCost:
             task.loss(model(batch.x), batch).backward()
             opt.step()
 
-        step()  # warm-up: allocations, lazy init
         counter = _CountOps()
         with counter:
-            step()
+            step()  # the warm-up (allocations, lazy init), its operators counted
         times = []
         for _ in range(TIMED_STEPS):
             t0 = time.perf_counter()
             step()
             times.append(time.perf_counter() - t0)
-            if sum(times) > 3.0:  # a slow model: a few seconds of it say enough
+            if sum(times) > 1.5:  # a slow model: a second or two of it says enough
                 break
         held = task.sample_test(CHUNK, gen)
         with torch.no_grad():
@@ -92,6 +260,7 @@ def step_cost(cfg: RunConfig) -> StepCost:
         torch.set_num_threads(threads)
         torch.set_flush_denormal(False)
     _STEPS[key] = StepCost(sum(times) / len(times), eval_s, step_flops(cfg), counter.n)
+    _HOW[key] = "timed"
     return _STEPS[key]
 
 
@@ -122,7 +291,7 @@ class ArchCost:
 
 def run_seconds(cfg: RunConfig, steps: int) -> tuple[float, float]:
     """(CPU seconds on one thread, modelled GPU seconds) of one run of `steps` steps."""
-    sc = step_cost(cfg)
+    sc = _STEPS.get(cost_key(cfg)) or step_cost(cfg)
     _, examples = evaluations(cfg, steps)
     cpu = steps * sc.cpu_s + examples / CHUNK * sc.eval_s
     # evaluation on a GPU: forward only (~1/3 of a step's FLOPs and operators), CHUNK at a time
@@ -140,6 +309,9 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
     by_label: dict[str, ArchCost] = {}
     run_s: dict[str, tuple[float, float]] = {}
     t0 = time.perf_counter()
+    todo_cfgs = [c for c in configs if c.run_id not in finished]
+    costs = step_costs(todo_cfgs)
+    how = {k: _HOW.get(k, "timed") for k in costs}
     for c in configs:
         label = c.arm
         name = c.model_config().short_name()
@@ -153,13 +325,13 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
         cpu, gpu = run_seconds(c, steps)
         run_s[c.run_id] = (cpu, gpu)
         a.steps += steps
-        a.train_flops += steps * step_flops(c)
+        a.train_flops += steps * estimated_flops(c)
         a.cpu_s += cpu
         a.gpu_s += gpu
-        a.step_flops.append(step_flops(c))
+        a.step_flops.append(estimated_flops(c))
     measure_s = time.perf_counter() - t0
     todo = [c for c in configs if c.run_id not in finished]
-    batches = plan_batches(todo) if todo else []
+    batches = plan_batches(todo, flops=estimated_flops) if todo else []
     loads = [0.0] * max(1, workers)
     heapq.heapify(loads)
     for b in batches:  # in the planner's order, each to the first free worker
@@ -169,7 +341,7 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
         gpu_batches[group_key(c)].append(c)
     gpu_wall = 0.0
     for g in gpu_batches.values():
-        sc = step_cost(g[0])
+        sc = _STEPS.get(cost_key(g[0])) or step_cost(g[0])
         per_run = [run_s[c.run_id][1] for c in g]
         launch_share = (len(g) - 1) * (g[0].train.budget // g[0].train.batch_size) * sc.ops * GPU["op_s"]
         stackable = getattr(g[0].model_config(), "stackable", True)
@@ -177,6 +349,8 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
     return {"archs": list(by_label.values()), "runs": len(configs), "to_run": len(todo), "batches": len(batches),
             "cpu_core_s": sum(a.cpu_s for a in by_label.values()), "cpu_wall_s": max(loads) if batches else 0.0,
             "workers": max(1, workers), "gpu_s": max(gpu_wall, 0.0), "measure_s": measure_s,
+            "shapes": {h: sum(v == h for v in how.values()) for h in ("timed", "cached", "extrapolated")},
+            "cache": str(cache_file() or ""),
             "train_flops": sum(a.train_flops for a in by_label.values()), "gpu": GPU["name"]}
 
 
@@ -200,6 +374,9 @@ def report(name: str, est: dict) -> str:
     lines.append(f"  total: {est['train_flops'] / 1e15:.3g} PFLOP of training; on this machine about "
                  f"{hms(est['cpu_wall_s'])} with {est['workers']} worker(s) ({hms(est['cpu_core_s'])} of one core); "
                  f"on {est['gpu']} about {hms(est['gpu_s'])}")
-    lines.append(f"  (steps timed on this machine, one thread each, in {est['measure_s']:.0f} s; a GPU's time is "
-                 "a model: operators x launch cost + FLOPs at a sustained rate)")
+    shapes = est.get("shapes", {})
+    lines.append(f"  (step costs on this machine, one thread each: {shapes.get('timed', 0)} shape(s) timed now, "
+                 f"{shapes.get('cached', 0)} from the cache{' ' + est['cache'] if est.get('cache') else ''}, "
+                 f"{shapes.get('extrapolated', 0)} extrapolated from shorter N; {est['measure_s']:.0f} s in all. "
+                 "A GPU's time is a model: operators x launch cost + FLOPs at a sustained rate)")
     return "\n".join(lines)

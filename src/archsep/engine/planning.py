@@ -7,7 +7,7 @@ import json
 import math
 import os
 from collections import OrderedDict
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -56,7 +56,7 @@ def _count_step_flops(cfg: RunConfig) -> float:
     return float(fc.get_total_flops())
 
 
-def worth_stacking(cfg: RunConfig) -> bool:
+def worth_stacking(cfg: RunConfig, flops: Callable[[RunConfig], float] = step_flops) -> bool:
     """Stacking removes per-step overhead: it pays for models whose step is small (on a CPU;
     on a GPU, whose cores small models leave idle, for every stackable model), and never for
     models whose fused library kernels vmap would replace by a loop (`SeqModel.stackable`)."""
@@ -68,31 +68,33 @@ def worth_stacking(cfg: RunConfig) -> bool:
             _STACKABLE[key] = bool(getattr(cfg.model_config().build(cfg.build_task().spec), "stackable", True))
     if not _STACKABLE[key]:
         return False
-    return resolve_device(cfg.train.device).type == "cuda" or step_flops(cfg) < STACK_MAX_FLOPS
+    return resolve_device(cfg.train.device).type == "cuda" or flops(cfg) < STACK_MAX_FLOPS
 
 
-def plan_batches(configs: Sequence[RunConfig], workers: int = 1) -> list[list[RunConfig]]:
+def plan_batches(configs: Sequence[RunConfig], workers: int = 1,
+                 flops: Callable[[RunConfig], float] = step_flops) -> list[list[RunConfig]]:
     """Group runs by `group_key` (one batched `train_many` call each), at most STACK_MAX_RUNS
     per batch in the order given. Groups of compute-bound models, which are not stacked anyway,
     become one batch per run. The batches depend on the configs alone, never on `workers` or
     the executor: a stacked computation's rounding depends on its partners, and a run's stored
     numbers must not. They are ordered most expensive first (FLOPs per step x steps x runs), so
-    the longest work starts first and the workers finish together."""
+    the longest work starts first and the workers finish together. `flops` is the counted
+    FLOPs of a step; a dry run passes its estimate (engine/cost.py), runs never do."""
     groups: OrderedDict[str, list[RunConfig]] = OrderedDict()
     for c in configs:
         groups.setdefault(group_key(c), []).append(c)
     batches: list[list[RunConfig]] = []
     for g in groups.values():
-        if not worth_stacking(g[0]):
+        if not worth_stacking(g[0], flops):
             batches += [[c] for c in g]
         else:
             batches += [g[i:i + STACK_MAX_RUNS] for i in range(0, len(g), STACK_MAX_RUNS)]
-    return sorted(batches, key=lambda b: -batch_cost(b))
+    return sorted(batches, key=lambda b: -batch_cost(b, flops))
 
 
-def batch_cost(batch: Sequence[RunConfig]) -> float:
+def batch_cost(batch: Sequence[RunConfig], flops: Callable[[RunConfig], float] = step_flops) -> float:
     """Training FLOPs of a batch if every run used its whole budget."""
-    return sum(step_flops(c) * (c.train.budget // c.train.batch_size) for c in batch)
+    return sum(flops(c) * (c.train.budget // c.train.batch_size) for c in batch)
 
 
 # --- memory: refuse a run that cannot fit before allocating anything -----------------------
