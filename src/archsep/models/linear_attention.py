@@ -14,6 +14,7 @@ floats.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,7 +34,8 @@ def elu1(x: torch.Tensor) -> torch.Tensor:
     return F.elu(x) + 1
 
 
-FEATURES = {"elu1": elu1, "relu": F.relu}  # module-level functions: a model pickles
+# module-level functions, not lambdas: a built model pickles
+FEATURES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"elu1": elu1, "relu": F.relu}
 EPS = 1e-6
 
 

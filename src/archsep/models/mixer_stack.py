@@ -26,10 +26,16 @@ POSITIONS = ("learned", "sinusoidal", "none")
 
 
 class StackConfig(Protocol):
-    layers: int
-    width: int
-    mlp_width: int | None
-    positions: str
+    """The fields of a model's config that the stack reads (frozen: read-only)."""
+
+    @property
+    def layers(self) -> int: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def mlp_width(self) -> int | None: ...
+    @property
+    def positions(self) -> str: ...
 
 
 class Mixer(nn.Module):

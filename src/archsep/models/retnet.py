@@ -49,6 +49,9 @@ def rotate(x: torch.Tensor, pos: torch.Tensor, theta: torch.Tensor) -> torch.Ten
 
 
 class Retention(Mixer):
+    gamma: torch.Tensor  # (H,) buffers
+    theta: torch.Tensor  # (d_head / 2,)
+
     def __init__(self, width: int, heads: int, rotation: bool):
         super().__init__()
         self.heads, self.dh, self.rotation = heads, width // heads, rotation
@@ -57,15 +60,15 @@ class Retention(Mixer):
         self.gate = nn.Linear(width, width, bias=False)
         self.out = nn.Linear(width, width, bias=False)
         self.norm = nn.GroupNorm(heads, width)
-        self.register_buffer("log_gamma", decay_gammas(heads).log().float(), persistent=False)
+        # 1 - 2^(-5-h) is exact in float32 (and so in any dtype the model is cast to) up to h = 18
+        self.register_buffer("gamma", decay_gammas(heads).float(), persistent=False)
         self.register_buffer("theta", 10000.0 ** (-torch.arange(0, self.dh, 2) / self.dh), persistent=False)
 
     def decay(self, L: int) -> torch.Tensor:
         """(H, L, L) D[h, n, m] = gamma_h^(n-m) for n >= m, else 0."""
-        n = torch.arange(L, device=self.log_gamma.device)
+        n = torch.arange(L, device=self.gamma.device)
         diff = n[:, None] - n[None, :]  # (L, L)
-        d = torch.exp(diff.clamp(min=0) * self.log_gamma[:, None, None])  # (H, L, L); no overflow above
-        return d * (diff >= 0)
+        return self.gamma[:, None, None] ** diff.clamp(min=0) * (diff >= 0)  # (H, L, L)
 
     def _qkv(self, h: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """h (B, L, W) at positions pos (L,) -> q, k, v (B, H, L, d_head), q scaled, q and k rotated."""
@@ -94,8 +97,7 @@ class Retention(Mixer):
              ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Position t: h (B, W) -> output (B, W); S_t = gamma S_{t-1} + k_t^T v_t, o_t = q_t S_t."""
         q, k, v = (x[:, :, 0] for x in self._qkv(h[:, None], torch.tensor([t], device=h.device)))  # (B, H, dh)
-        gamma = self.log_gamma.exp().to(h.dtype)[:, None, None]  # (H, 1, 1)
-        S = gamma * state["S"] + k[..., :, None] * v[..., None, :]  # (B, H, dh, dh)
+        S = self.gamma[:, None, None] * state["S"] + k[..., :, None] * v[..., None, :]  # (B, H, dh, dh)
         y = (q[..., None, :] @ S)[..., 0, :]  # (B, H, dh)
         return self._output(h, y.flatten(1)), {"S": S}
 
