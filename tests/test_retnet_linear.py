@@ -1,6 +1,6 @@
 """retnet and linear-tf: the parallel (training) form equals the step-by-step recurrent form,
 retention's decay matrix is its closed form, causality, state size by counting the carried
-state, config errors, every paper-A classification task, stacking under vmap, and a small
+state, pruning to the readout, config errors, every paper-A classification task, stacking under vmap, and a small
 learning test through the engine."""
 import pytest
 import torch
@@ -141,6 +141,21 @@ def test_state_size_counts_the_floats_the_step_carries(arch, params):
     W, H, layers = params["width"], params["heads"], params["layers"]
     per_layer = W * W // H + (W if arch == "linear-tf" else 0)  # S per head (and z for linear-tf)
     assert sizes == {model.state_size(6)} == {model.state_size(10_000)} == {layers * per_layer}
+
+
+@pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
+def test_pruned_to_the_readout_the_last_block_computes_the_last_position_alone(arch, params):
+    model = build(arch, params, TOKENS)
+    x = inputs(TOKENS)
+    full = model(x)
+    model.prune_to_readout()
+    last = model(x)
+    assert last.shape == (3, 1, TOKENS.output_dim)
+    torch.testing.assert_close(last[:, 0], full[:, -1], rtol=0, atol=1e-6)
+    torch.testing.assert_close(model.recurrent(x), full, rtol=0, atol=1e-5)  # the step ignores pruning
+    pruned_vectors = build(arch, params, VECTORS)  # readout 'all': nothing to prune
+    pruned_vectors.prune_to_readout()
+    assert pruned_vectors(inputs(VECTORS)).shape == (3, 13, VECTORS.output_dim)
 
 
 def test_learned_positions_bound_the_length_others_do_not():

@@ -53,13 +53,14 @@ class LinearAttention(Mixer):
         q, k, v = self.qkv(h).view(B, L, 3, self.heads, self.dh).permute(2, 0, 3, 1, 4)
         return self.phi(q), self.phi(k), v
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
         B, L, W = h.shape
         q, k, v = self._qkv(h)  # (B, H, L, dh) each
-        causal = torch.ones(L, L, dtype=q.dtype, device=q.device).tril()  # (L, L)
-        a = (q @ k.transpose(-1, -2)) * causal  # (B, H, L, L)
-        y = (a @ v) / (a.sum(-1, keepdim=True) + EPS)  # (B, H, L, dh)
-        return self.proj(y.transpose(1, 2).reshape(B, L, W))  # (B, L, W)
+        q = q[:, :, -1:] if last_only else q  # (B, H, Lq, dh), Lq = 1 or L: the queries computed
+        causal = torch.ones(L, L, dtype=q.dtype, device=q.device).tril()[L - q.shape[2]:]  # (Lq, L)
+        a = (q @ k.transpose(-1, -2)) * causal  # (B, H, Lq, L)
+        y = (a @ v) / (a.sum(-1, keepdim=True) + EPS)  # (B, H, Lq, dh)
+        return self.proj(y.transpose(1, 2).flatten(2))  # (B, Lq, W)
 
     def init_state(self, batch: int, device=None, dtype=None) -> dict[str, torch.Tensor]:
         return {"S": torch.zeros(batch, self.heads, self.dh, self.dh, device=device, dtype=dtype),

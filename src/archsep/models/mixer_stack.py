@@ -9,6 +9,8 @@ The token mixer is causal and has two forms that compute the same outputs:
 `MixerStack.step` runs the whole model one position at a time (`recurrent` loops it over a
 sequence); its state is a list of per-layer dicts of tensors, whose floats per sequence are
 `state_size` (the position index t is an integer, passed in, not carried as floats).
+`prune_to_readout` (as for `tf-preln`): for a task read at the last position, the last block
+computes the last query alone.
 """
 from __future__ import annotations
 
@@ -39,7 +41,9 @@ class StackConfig(Protocol):
 
 
 class Mixer(nn.Module):
-    """What a block needs from its token mixer (subclasses implement all four)."""
+    """What a block needs from its token mixer (subclasses implement these and
+    `forward(h, last_only=False)`: (B, L, W) -> (B, L, W), or (B, 1, W), the last position's
+    output alone, when last_only)."""
 
     state_floats: int  # floats per sequence carried from one position to the next
 
@@ -58,8 +62,9 @@ class Block(nn.Module):
         self.mixer = mixer
         self.mlp = nn.Sequential(nn.Linear(width, mlp_width), nn.GELU(), nn.Linear(mlp_width, width))
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        h = h + self.mixer(self.ln1(h))
+    def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        a = self.ln1(h)
+        h = h[:, -1:] + self.mixer(a, last_only=True) if last_only else h + self.mixer(a)
         return h + self.mlp(self.ln2(h))
 
     def step(self, h: torch.Tensor, state: dict[str, torch.Tensor], t: int
@@ -84,6 +89,14 @@ class MixerStack(SeqModel):
         self.blocks = nn.ModuleList(Block(m, width, cfg.mlp_width or 4 * width) for m in mixers)
         self.ln_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, spec.output_dim)
+        self.readout_last = spec.readout == "last"
+        self.readout_only = False  # set by `prune_to_readout`
+
+    def prune_to_readout(self) -> None:
+        """For a task read at the last position, the last block computes that position alone
+        (its query against every key; the MLP on one position): the output is (B, 1, C), the same
+        numbers as the last position of the full output, to rounding."""
+        self.readout_only = self.readout_last
 
     def _position(self, L: int) -> torch.Tensor | None:
         if self.pos is not None and L > self.max_len:
@@ -95,8 +108,8 @@ class MixerStack(SeqModel):
         pos = self._position(h.shape[1])
         if pos is not None:
             h = h + pos  # (B, L, W)
-        for block in self.blocks:
-            h = block(h)  # (B, L, W)
+        for i, block in enumerate(self.blocks):
+            h = block(h, last_only=self.readout_only and i == len(self.blocks) - 1)  # (B, 1, W) if pruned
         return self.head(self.ln_f(h))  # (B, L, C)
 
     def init_state(self, batch: int, device=None, dtype=None) -> list[dict[str, torch.Tensor]]:

@@ -64,11 +64,12 @@ class Retention(Mixer):
         self.register_buffer("gamma", decay_gammas(heads).float(), persistent=False)
         self.register_buffer("theta", 10000.0 ** (-torch.arange(0, self.dh, 2) / self.dh), persistent=False)
 
-    def decay(self, L: int) -> torch.Tensor:
-        """(H, L, L) D[h, n, m] = gamma_h^(n-m) for n >= m, else 0."""
-        n = torch.arange(L, device=self.gamma.device)
-        diff = n[:, None] - n[None, :]  # (L, L)
-        return self.gamma[:, None, None] ** diff.clamp(min=0) * (diff >= 0)  # (H, L, L)
+    def decay(self, L: int, last_only: bool = False) -> torch.Tensor:
+        """(H, L, L) D[h, n, m] = gamma_h^(n-m) for n >= m, else 0; only the last row n = L-1,
+        (H, 1, L), when last_only."""
+        m = torch.arange(L, device=self.gamma.device)
+        diff = m[-1:, None] - m if last_only else m[:, None] - m  # (L, L) or (1, L)
+        return self.gamma[:, None, None] ** diff.clamp(min=0) * (diff >= 0)  # (H, L, L) or (H, 1, L)
 
     def _qkv(self, h: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """h (B, L, W) at positions pos (L,) -> q, k, v (B, H, L, d_head), q scaled, q and k rotated."""
@@ -83,12 +84,13 @@ class Retention(Mixer):
         y = self.norm(y.reshape(-1, y.shape[-1])).view_as(y)
         return self.out(F.silu(self.gate(h)) * y)
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
         B, L, W = h.shape
         q, k, v = self._qkv(h, torch.arange(L, device=h.device))  # (B, H, L, dh) each
-        scores = (q @ k.transpose(-1, -2)) * self.decay(L).to(q.dtype)  # (B, H, L, L)
-        y = (scores @ v).transpose(1, 2).reshape(B, L, W)  # (B, L, W)
-        return self._output(h, y)  # (B, L, W)
+        q = q[:, :, -1:] if last_only else q  # (B, H, Lq, dh), Lq = 1 or L: the queries computed
+        scores = (q @ k.transpose(-1, -2)) * self.decay(L, last_only).to(q.dtype)  # (B, H, Lq, L)
+        y = (scores @ v).transpose(1, 2).flatten(2)  # (B, Lq, W)
+        return self._output(h[:, L - y.shape[1]:], y)  # (B, Lq, W)
 
     def init_state(self, batch: int, device=None, dtype=None) -> dict[str, torch.Tensor]:
         return {"S": torch.zeros(batch, self.heads, self.dh, self.dh, device=device, dtype=dtype)}
