@@ -104,7 +104,8 @@ def test_retention_parallel_form_is_the_masked_product():
     torch.manual_seed(0)
     ret = Retention(width=8, heads=2, rotation=False).double()
     h = torch.randn(2, 6, 8, dtype=torch.float64)
-    q, k, v = ret.qkv(h).view(2, 6, 3, 2, 4).unbind(2)  # (B, L, H, dh)
+    q = ret.q(h).view(2, 6, 2, 4)  # (B, L, H, dh)
+    k, v = ret.kv(h).view(2, 6, 2, 2, 4).unbind(2)
     ys = []
     for head in range(2):
         gamma = 1 - 2.0 ** (-5 - head)

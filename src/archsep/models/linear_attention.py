@@ -44,19 +44,22 @@ class LinearAttention(Mixer):
         super().__init__()
         self.heads, self.dh, self.phi = heads, width // heads, FEATURES[feature]
         self.state_floats = heads * self.dh * (self.dh + 1)
-        self.qkv = nn.Linear(width, 3 * width)
+        self.q = nn.Linear(width, width)  # apart from k, v: a pruned layer needs one query
+        self.kv = nn.Linear(width, 2 * width)
         self.proj = nn.Linear(width, width)
 
-    def _qkv(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """h (B, L, W) -> phi(q), phi(k), v (B, H, L, d_head)."""
-        B, L, W = h.shape
-        q, k, v = self.qkv(h).view(B, L, 3, self.heads, self.dh).permute(2, 0, 3, 1, 4)
-        return self.phi(q), self.phi(k), v
+    def _qkv(self, hq: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """h (B, L, W), hq (B, Lq, W) its last Lq positions -> phi(q) (B, H, Lq, d_head), phi(k)
+        and v (B, H, L, d_head)."""
+        k, v = self.kv(h).chunk(2, -1)  # (B, L, W) each
+        q, k = self.phi(self.q(hq)), self.phi(k)  # features on contiguous rows, before the head split
+        q, k, v = (t.unflatten(-1, (self.heads, self.dh)).transpose(1, 2) for t in (q, k, v))
+        return q, k, v
 
     def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
-        B, L, W = h.shape
-        q, k, v = self._qkv(h)  # (B, H, L, dh) each
-        q = q[:, :, -1:] if last_only else q  # (B, H, Lq, dh), Lq = 1 or L: the queries computed
+        L = h.shape[1]
+        hq = h[:, -1:] if last_only else h  # (B, Lq, W), Lq = 1 or L: the positions computed
+        q, k, v = self._qkv(hq, h)  # (B, H, Lq, dh), k, v (B, H, L, dh)
         causal = torch.ones(L, L, dtype=q.dtype, device=q.device).tril()[L - q.shape[2]:]  # (Lq, L)
         a = (q @ k.transpose(-1, -2)) * causal  # (B, H, Lq, L)
         y = (a @ v) / (a.sum(-1, keepdim=True) + EPS)  # (B, H, Lq, dh)
@@ -69,7 +72,7 @@ class LinearAttention(Mixer):
     def step(self, h: torch.Tensor, state: dict[str, torch.Tensor], t: int
              ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """One position: h (B, W) -> output (B, W), with S and z updated by this position's key."""
-        q, k, v = (x[:, :, 0] for x in self._qkv(h[:, None]))  # (B, H, dh) each
+        q, k, v = (x[:, :, 0] for x in self._qkv(h[:, None], h[:, None]))  # (B, H, dh) each
         S = state["S"] + k[..., :, None] * v[..., None, :]  # (B, H, dh, dh)
         z = state["z"] + k  # (B, H, dh)
         y = (q[..., None, :] @ S)[..., 0, :] / ((q * z).sum(-1, keepdim=True) + EPS)  # (B, H, dh)

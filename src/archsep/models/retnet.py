@@ -9,7 +9,7 @@ swish(X W_G) and projected: MSR(X) = (swish(X W_G) ⊙ GroupNorm(Y)) W_O, as in 
 
 Rotation (`rotation=True`, the default): the paper's xPos-style relative position, q_n and k_m
 multiplied by e^{i n θ} and e^{i m θ} (θ_j = 10000^(-2j/d_head)), written in the real RoPE form
-(pairs of channels rotated by nθ_j), so that q_n·k_m depends on n-m; it needs an even d_head.
+(channel pairs (j, j + d_head/2) of each head rotated by nθ_j), so that q_n·k_m depends on n-m; it needs an even d_head.
 The xPos length-extrapolation scale is left out (the decay does its job). Not in the paper's
 block: absolute positions, which `positions` can add (default none, as in the paper).
 
@@ -41,11 +41,13 @@ def decay_gammas(heads: int) -> torch.Tensor:
 
 
 def rotate(x: torch.Tensor, pos: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
-    """Rotate channel pairs (2j, 2j+1) of x (..., L, d) by angle pos * theta_j; pos (L,)."""
+    """Rotate channel pairs (j, j + d/2) of each head of x (B, L, H, d) by angle pos * theta_j;
+    pos (L,). (RoPE's half-split layout: the same map as rotating adjacent pairs, up to a fixed
+    permutation of the channels, which the learned projections absorb; contiguous, so faster.)"""
     angle = pos[:, None] * theta  # (L, d/2)
-    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
-    x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., L, d/2) each
-    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)  # (..., L, d)
+    cos, sin = (f(angle)[:, None].to(x.dtype) for f in (torch.cos, torch.sin))  # (L, 1, d/2)
+    x1, x2 = x.chunk(2, -1)  # (B, L, H, d/2) each
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)  # (B, L, H, d)
 
 
 class Retention(Mixer):
@@ -56,7 +58,8 @@ class Retention(Mixer):
         super().__init__()
         self.heads, self.dh, self.rotation = heads, width // heads, rotation
         self.state_floats = heads * self.dh * self.dh
-        self.qkv = nn.Linear(width, 3 * width, bias=False)
+        self.q = nn.Linear(width, width, bias=False)  # apart from k, v: a pruned layer needs one query
+        self.kv = nn.Linear(width, 2 * width, bias=False)
         self.gate = nn.Linear(width, width, bias=False)
         self.out = nn.Linear(width, width, bias=False)
         self.norm = nn.GroupNorm(heads, width)
@@ -71,13 +74,16 @@ class Retention(Mixer):
         diff = m[-1:, None] - m if last_only else m[:, None] - m  # (L, L) or (1, L)
         return self.gamma[:, None, None] ** diff.clamp(min=0) * (diff >= 0)  # (H, L, L) or (H, 1, L)
 
-    def _qkv(self, h: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """h (B, L, W) at positions pos (L,) -> q, k, v (B, H, L, d_head), q scaled, q and k rotated."""
-        B, L, W = h.shape
-        q, k, v = self.qkv(h).view(B, L, 3, self.heads, self.dh).permute(2, 0, 3, 1, 4)
+    def _qkv(self, hq: torch.Tensor, h: torch.Tensor, pos: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """h (B, L, W) at positions pos (L,), hq (B, Lq, W) its last Lq positions -> q (B, H, Lq,
+        d_head) scaled by 1/sqrt(d_head), k and v (B, H, L, d_head); q and k rotated."""
+        B, L, Lq = h.shape[0], h.shape[1], hq.shape[1]
+        q = self.q(hq).view(B, Lq, self.heads, self.dh)
+        k, v = self.kv(h).view(B, L, 2, self.heads, self.dh).unbind(2)
         if self.rotation:
-            q, k = rotate(q, pos, self.theta), rotate(k, pos, self.theta)
-        return q * self.dh**-0.5, k, v
+            q, k = rotate(q, pos[L - Lq:], self.theta), rotate(k, pos, self.theta)
+        return (q * self.dh**-0.5).transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
 
     def _output(self, h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """(swish(h W_G) ⊙ GroupNorm(y)) W_O for h, y (..., W): the norm is per position."""
@@ -85,12 +91,12 @@ class Retention(Mixer):
         return self.out(F.silu(self.gate(h)) * y)
 
     def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
-        B, L, W = h.shape
-        q, k, v = self._qkv(h, torch.arange(L, device=h.device))  # (B, H, L, dh) each
-        q = q[:, :, -1:] if last_only else q  # (B, H, Lq, dh), Lq = 1 or L: the queries computed
+        L = h.shape[1]
+        hq = h[:, -1:] if last_only else h  # (B, Lq, W), Lq = 1 or L: the positions computed
+        q, k, v = self._qkv(hq, h, torch.arange(L, device=h.device))  # (B, H, Lq, dh), k, v (B, H, L, dh)
         scores = (q @ k.transpose(-1, -2)) * self.decay(L, last_only).to(q.dtype)  # (B, H, Lq, L)
         y = (scores @ v).transpose(1, 2).flatten(2)  # (B, Lq, W)
-        return self._output(h[:, L - y.shape[1]:], y)  # (B, Lq, W)
+        return self._output(hq, y)  # (B, Lq, W)
 
     def init_state(self, batch: int, device=None, dtype=None) -> dict[str, torch.Tensor]:
         return {"S": torch.zeros(batch, self.heads, self.dh, self.dh, device=device, dtype=dtype)}
@@ -98,7 +104,8 @@ class Retention(Mixer):
     def step(self, h: torch.Tensor, state: dict[str, torch.Tensor], t: int
              ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Position t: h (B, W) -> output (B, W); S_t = gamma S_{t-1} + k_t^T v_t, o_t = q_t S_t."""
-        q, k, v = (x[:, :, 0] for x in self._qkv(h[:, None], torch.tensor([t], device=h.device)))  # (B, H, dh)
+        pos = torch.tensor([t], device=h.device)
+        q, k, v = (x[:, :, 0] for x in self._qkv(h[:, None], h[:, None], pos))  # (B, H, dh) each
         S = self.gamma[:, None, None] * state["S"] + k[..., :, None] * v[..., None, :]  # (B, H, dh, dh)
         y = (q[..., None, :] @ S)[..., 0, :]  # (B, H, dh)
         return self._output(h, y.flatten(1)), {"S": S}
