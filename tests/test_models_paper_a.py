@@ -1,4 +1,4 @@
-"""Paper-A models: tf-preln, lstm, mamba, dss. Shapes on token and vector tasks, causality,
+"""Paper-A models: tf-preln, lstm, mamba, dss, retnet, linear-tf. Shapes on token and vector tasks, causality,
 scan equivalence, state size by counting, stacking under vmap, a small learning test."""
 import copy
 
@@ -23,6 +23,8 @@ SMALL = [
     ("mamba", {"layers": 2, "width": 8, "d_state": 4}),
     ("mamba", {"layers": 1, "width": 8, "d_state": 4, "scan": "parallel", "norm": "layer"}),
     ("dss", {"layers": 2, "width": 8, "d_state": 4}),
+    ("retnet", {"layers": 2, "width": 8, "heads": 2}),
+    ("linear-tf", {"layers": 2, "width": 8, "heads": 2, "feature": "relu"}),
 ]
 
 

@@ -1,0 +1,144 @@
+"""The pre-LN block stack shared by the recurrent-attention models (`retnet`, `linear-tf`): an
+embedding (plus optional absolute positions), `layers` blocks of `h + mixer(LN(h))`,
+`h + mlp(LN(h))` as in `tf-preln`, a final LayerNorm and a linear readout at every position.
+
+The token mixer is causal and has two forms that compute the same outputs:
+- the parallel (training) form, `mixer(h)` on a whole (B, L, W) sequence;
+- the recurrent form, `mixer.step(h_t, state, t)` on one position from a fixed-size state.
+
+`MixerStack.step` runs the whole model one position at a time (`recurrent` loops it over a
+sequence); its state is a list of per-layer dicts of tensors, whose floats per sequence are
+`state_size` (the position index t is an integer, passed in, not carried as floats).
+`prune_to_readout` (as for `tf-preln`): for a task read at the last position, the last block
+computes the last query alone.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import nn
+
+from ..errors import ArchsepError
+from ..tasks.base import TaskSpec
+from .base import SeqModel, input_layer
+from .transformer import sinusoidal_positions
+
+POSITIONS = ("learned", "sinusoidal", "none")
+
+
+class StackConfig(Protocol):
+    """The fields of a model's config that the stack reads (frozen: read-only)."""
+
+    @property
+    def layers(self) -> int: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def mlp_width(self) -> int | None: ...
+    @property
+    def positions(self) -> str: ...
+
+
+class Mixer(nn.Module):
+    """What a block needs from its token mixer (subclasses implement these and
+    `forward(h, last_only=False)`: (B, L, W) -> (B, L, W), or (B, 1, W), the last position's
+    output alone, when last_only)."""
+
+    state_floats: int  # floats per sequence carried from one position to the next
+
+    def init_state(self, batch: int, device=None, dtype=None) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def step(self, h: torch.Tensor, state: dict[str, torch.Tensor], t: int
+             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        raise NotImplementedError
+
+
+class Block(nn.Module):
+    def __init__(self, mixer: Mixer, width: int, mlp_width: int):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.mixer = mixer
+        self.mlp = nn.Sequential(nn.Linear(width, mlp_width), nn.GELU(), nn.Linear(mlp_width, width))
+
+    def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        a = self.ln1(h)
+        h = h[:, -1:] + self.mixer(a, last_only=True) if last_only else h + self.mixer(a)
+        return h + self.mlp(self.ln2(h))
+
+    def step(self, h: torch.Tensor, state: dict[str, torch.Tensor], t: int
+             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        out, state = self.mixer.step(self.ln1(h), state, t)
+        h = h + out
+        return h + self.mlp(self.ln2(h)), state
+
+
+class MixerStack(SeqModel):
+    def __init__(self, cfg: StackConfig, spec: TaskSpec, mixers: list[Mixer]):
+        super().__init__()
+        width = cfg.width
+        self.max_len, self.width, self.layers = spec.seq_len, width, cfg.layers
+        self.embed = input_layer(spec, width)
+        if cfg.positions == "learned":
+            self.pos = nn.Parameter(torch.randn(spec.seq_len, width) * 0.02)
+        elif cfg.positions == "sinusoidal":
+            self.register_buffer("pos", sinusoidal_positions(spec.seq_len, width), persistent=False)
+        else:
+            self.pos = None  # type: ignore[assignment]  # no absolute positions
+        self.blocks = nn.ModuleList(Block(m, width, cfg.mlp_width or 4 * width) for m in mixers)
+        self.ln_f = nn.LayerNorm(width)
+        self.head = nn.Linear(width, spec.output_dim)
+        self.readout_last = spec.readout == "last"
+        self.readout_only = False  # set by `prune_to_readout`
+
+    def prune_to_readout(self) -> None:
+        """For a task read at the last position, the last block computes that position alone
+        (its query against every key; the MLP on one position): the output is (B, 1, C), the same
+        numbers as the last position of the full output, to rounding."""
+        self.readout_only = self.readout_last
+
+    def _position(self, L: int) -> torch.Tensor | None:
+        if self.pos is not None and L > self.max_len:
+            raise ArchsepError(f"seq_len: input length {L} exceeds the model's maximum {self.max_len}")
+        return None if self.pos is None else self.pos[:L]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x)  # (B, L, W)
+        pos = self._position(h.shape[1])
+        if pos is not None:
+            h = h + pos  # (B, L, W)
+        for i, block in enumerate(self.blocks):
+            h = block(h, last_only=self.readout_only and i == len(self.blocks) - 1)  # (B, 1, W) if pruned
+        return self.head(self.ln_f(h))  # (B, L, C)
+
+    def init_state(self, batch: int, device=None, dtype=None) -> list[dict[str, torch.Tensor]]:
+        return [b.mixer.init_state(batch, device, dtype) for b in self.blocks]  # type: ignore[union-attr,operator]
+
+    def step(self, x_t: torch.Tensor, state: list[dict[str, torch.Tensor]], t: int
+             ) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
+        """Position t: input (B,) tokens or (B, D) vectors and the state after t positions ->
+        (B, output_dim) and the state after t+1 positions."""
+        h = self.embed(x_t)  # (B, W)
+        pos = self._position(t + 1)
+        if pos is not None:
+            h = h + pos[t]
+        new = []
+        for block, s in zip(self.blocks, state):
+            h, s = block.step(h, s, t)  # type: ignore[operator]
+            new.append(s)
+        return self.head(self.ln_f(h)), new
+
+    def recurrent(self, x: torch.Tensor) -> torch.Tensor:
+        """The recurrent form over a whole sequence: the same (B, L, C) as `forward`."""
+        f = next(self.parameters())
+        state = self.init_state(x.shape[0], x.device, f.dtype)
+        outs = []
+        for t in range(x.shape[1]):
+            y, state = self.step(x[:, t], state, t)
+            outs.append(y)
+        return torch.stack(outs, 1)
+
+    def state_size(self, seq_len: int) -> int:
+        """Floats per sequence carried between positions: every layer's mixer state."""
+        return sum(b.mixer.state_floats for b in self.blocks)  # type: ignore[union-attr,misc]
