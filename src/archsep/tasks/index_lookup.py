@@ -14,7 +14,7 @@ Trivial baselines (`trivial_baselines`): the constant (1/vocab), and "sequence-m
 query and predict the most frequent symbol of s_1..s_k (the smallest id among equally frequent
 ones). The queried position is uniform and independent of the symbols, so it scores
 E[count of the predicted symbol] / k: above 1/vocab = 1.6% (vocab 64: about 7% at N = 50,
-4.6% at N = 100, 4% at N = 200), falling towards 1/vocab as N grows.
+5% at N = 100, 4% at N = 200), falling towards 1/vocab as N grows.
 """
 from __future__ import annotations
 
