@@ -14,7 +14,7 @@ from archsep.models import MODELS
 from archsep.models.base import ModelConfig, SeqModel, input_layer
 from archsep.registry import Registry
 from archsep.tasks import TASKS
-from archsep.tasks.base import Batch
+from archsep.tasks.base import Batch, Task
 from archsep.tasks.index_lookup import IndexLookup
 from archsep.testing import DEFAULT_TASKS, check_all, check_model, check_task
 
@@ -25,6 +25,7 @@ def test_registered_task_keeps_the_contract(name):
     passed = check_task(name)
     assert {"builds", "spec", "sample-shapes", "determinism", "seeds-differ", "labels-vary", "loss-metric",
             "baseline"} <= set(passed)
+    assert ("trivial-baselines" in passed) == (TASKS.get(name).kind == "classification")
 
 
 @pytest.mark.parametrize("name", MODELS.names())
@@ -66,6 +67,26 @@ class WrongBaseline(IndexLookup):
         return 0.5
 
 
+class WrongConstant(IndexLookup):
+    def trivial_baselines(self, n, generator):  # 1/2, not the 1/vocab of uniform symbols
+        return {**super().trivial_baselines(n, generator), "constant": 0.5}
+
+
+class NoConstant(IndexLookup):
+    def trivial_baselines(self, n, generator):
+        return {"sequence-mode": super().trivial_baselines(n, generator)["sequence-mode"]}
+
+
+class PercentBaselines(IndexLookup):
+    def trivial_baselines(self, n, generator):  # percentages, not accuracies
+        return {k: 100 * v for k, v in super().trivial_baselines(n, generator).items()}
+
+
+class GlobalRngBaselines(IndexLookup):
+    def trivial_baselines(self, n, generator):
+        return super().trivial_baselines(n, torch.Generator().manual_seed(int(torch.randint(0, 2**31, (1,)))))
+
+
 class WrongLength(IndexLookup):
     def sample_test(self, n, generator):  # one symbol longer than spec.seq_len allows
         b = self.sample_length(n, self.N, generator)
@@ -79,12 +100,27 @@ class WrongLength(IndexLookup):
     (FloatLabels, "sample-shapes"),
     (WrongBaseline, "baseline"),
     (WrongLength, "sample-test-shapes"),
+    (WrongConstant, "trivial-baselines"),
+    (NoConstant, "trivial-baselines"),
+    (PercentBaselines, "trivial-baselines"),
+    (GlobalRngBaselines, "trivial-baselines"),
 ])
 def test_broken_task_fails_the_named_check(cls, failed):
     with pytest.raises(ArchsepError) as e:
         check_task(cls(N=8, vocab=4))
     msg = str(e.value)
     assert f"check '{failed}' failed" in msg and "task 'index-lookup'" in msg and "\n" not in msg, msg
+
+
+class DefaultBaselines(IndexLookup):
+    trivial_baselines = Task.trivial_baselines  # as a plugin task that defines none has them
+
+
+def test_a_task_without_its_own_trivial_baselines_passes_with_the_constant():
+    t = DefaultBaselines(N=8, vocab=4)
+    assert "trivial-baselines" in check_task(t)
+    assert t.trivial_baselines(16, torch.Generator().manual_seed(0)) == {"constant": 0.25}
+    assert t.best_trivial(16, torch.Generator().manual_seed(0)) == ("constant", 0.25)
 
 
 def test_task_errors_are_one_line_and_name_the_cause():

@@ -48,6 +48,10 @@ Task checks, in order:
   errors), and the check is seeded, so a task either passes it or not; a baseline that is
   wrong by more than the tolerance fails (measured tolerances: qstr 0.05 to 0.26, depending on
   the link and distribution; the classification tasks 0.011 to 0.04).
+- trivial-baselines: (classification) `trivial_baselines(4096, generator)` is a non-empty dict of
+  accuracies in [0, 1] by name, "constant" among them and within the baseline check's
+  tolerance of the chance accuracy (1 - `baseline`); it draws only from the generator and the
+  same seed gives the same dict; `best_trivial` is its largest entry.
 
 Model checks, for each task (by default two small ones, one per input kind, see `DEFAULT_TASKS`):
 - builds: the config (a frozen dataclass whose `params()` rebuild it) builds a `SeqModel` for
@@ -94,6 +98,7 @@ from .tasks.base import Batch, Task, TaskSpec
 
 SEEDS = (0, 1)  # the two sampling seeds of the batch checks
 BASELINE_N = 4096  # examples of the baseline check
+TRIVIAL_N = 256  # examples of the trivial-baselines check's determinism and best_trivial parts
 # the smallest tolerance of the baseline check: relative for regression, absolute for classification
 BASELINE_FLOOR = {"regression": 0.02, "classification": 0.01}
 FIT_N, FIT_STEPS, FIT_LR, FIT_RATIO = 64, 300, 3e-3, 0.5
@@ -395,6 +400,35 @@ def _task_checks(c: _Checks, name: str, inst: Task | None, params: dict[str, Any
         _require(abs(est - base) <= tol,
                  f"baseline {base:.4g}, but predicting {constant} scores {est:.4g} on {BASELINE_N} test examples "
                  f"(tolerance {tol:.3g}, standard error {se:.2g})")
+    if task.kind == "classification":
+        with c.check("trivial-baselines"):
+            _check_trivial(task, tol, se)
+
+
+def _check_trivial(task: Task, tol: float, se: float) -> None:
+    """`trivial_baselines`: accuracies in [0, 1] by name, "constant" among them and within the
+    baseline check's tolerance of the chance accuracy; seeded and generator-only; `best_trivial`
+    is their maximum."""
+    chance = 1.0 - float(task.baseline)
+    before = torch.get_rng_state()
+    found = task.trivial_baselines(BASELINE_N, _gen(12345))
+    _require(torch.equal(before, torch.get_rng_state()),
+             "trivial_baselines drew from the global torch RNG; every draw must come from `generator`")
+    _require(isinstance(found, dict) and len(found) > 0,
+             f"trivial_baselines must return a non-empty dict of accuracies by name, got {found!r}")
+    for k, v in found.items():
+        _require(isinstance(k, str) and k != "", f"trivial_baselines: names must be non-empty strings, got {k!r}")
+        _require(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= 1,
+                 f"trivial_baselines: accuracy of {k!r} must be a number in [0, 1], got {v!r}")
+    _require("constant" in found, f"trivial_baselines must include 'constant', got {sorted(found)}")
+    _require(abs(found["constant"] - chance) <= tol,
+             f"trivial_baselines: 'constant' scores {found['constant']:.4g} on {BASELINE_N} test examples, but "
+             f"chance_accuracy is {chance:.4g} (tolerance {tol:.3g}, standard error {se:.2g})")
+    first, second = (task.trivial_baselines(TRIVIAL_N, _gen(SEEDS[1])) for _ in range(2))
+    _require(first == second, f"trivial_baselines({TRIVIAL_N}) with the same seed gave {first} and {second}")
+    name, acc = task.best_trivial(TRIVIAL_N, _gen(SEEDS[1]))
+    _require(name in first and acc == first[name] == max(first.values()),
+             f"best_trivial gave ({name!r}, {acc}), not the best of {first}")
 
 
 # --- models -----------------------------------------------------------------------------------

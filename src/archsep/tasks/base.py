@@ -14,6 +14,8 @@ from typing import ClassVar, Literal
 import torch
 import torch.nn.functional as F
 
+from ..errors import ArchsepError
+
 
 @dataclass(frozen=True)
 class TaskSpec:
@@ -104,6 +106,40 @@ class Task(abc.ABC):
             return (pred[:, -1] if pred.dim() == 3 else pred), batch.y
         assert batch.mask is not None
         return pred[batch.mask], batch.y[batch.mask]
+
+    # --- trivial baselines (classification) ----------------------------------------------
+    def trivial_baselines(self, n: int, generator: torch.Generator) -> dict[str, float]:
+        """Accuracy of each trivial predictor by name, on `n` test examples drawn from
+        `generator` (classification tasks only). Always holds "constant", the best constant
+        predictor; a task adds the simple input-dependent heuristics that beat it (e.g. Dyck's
+        type-blind "depth-counter"). This default, for tasks that define none, is the constant
+        alone, taken from `chance_accuracy` (1 - `baseline`) and drawing nothing."""
+        if self.kind != "classification":
+            name = getattr(self, "registry_name", type(self).__name__)
+            raise ArchsepError(f"{name}: trivial_baselines are accuracies, for classification "
+                               f"tasks; a regression task's trivial baseline is `baseline` (MSE)")
+        return {"constant": 1.0 - float(self.baseline)}
+
+    def best_trivial(self, n: int, generator: torch.Generator) -> tuple[str, float]:
+        """The best of `trivial_baselines(n, generator)`: (name, accuracy); a tie goes to the
+        first listed ("constant" before any heuristic)."""
+        found = self.trivial_baselines(n, generator)
+        name = max(found, key=lambda k: found[k])  # max keeps the first of equal values
+        return name, found[name]
+
+    def label_accuracy(self, labels: torch.Tensor, batch: Batch) -> float:
+        """Accuracy of hard label predictions, scored by `metric` as a model's are: `labels` is
+        (B,) for readout 'last', (B, L) for 'all' and 'mask' (only the targets read count)."""
+        logits = F.one_hot(labels.long(), self.spec.output_dim).float()
+        return 1.0 - float(self.metric(logits, batch))
+
+    def constant_accuracy(self, batch: Batch) -> float:
+        """Accuracy on `batch` of the best constant prediction, its most frequent target label
+        (chosen on `batch` itself: optimistic by at most a few standard errors, ~sqrt(2 ln K)
+        for K classes)."""
+        _, y = self._select(torch.zeros(*batch.y.shape, self.spec.output_dim), batch)
+        counts = torch.bincount(y.flatten(), minlength=self.spec.output_dim)
+        return float(counts.max()) / max(1, y.numel())
 
     def params(self) -> dict:
         return dataclasses.asdict(self)  # type: ignore[call-overload]

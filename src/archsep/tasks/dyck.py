@@ -15,6 +15,15 @@ still in the language is thrown away and the example redrawn.
 
 The oracle is a DFA whose live states are the 7 stacks of depth <= 2 (the SPEC's "7-state
 DFA"), plus one absorbing reject state.
+
+Trivial baselines (`trivial_baselines`): besides the constant (1/2), the type-blind
+"depth-counter": accept iff the depth (opens minus closes) never goes below 0 nor above 2 and
+ends at 0, ignoring bracket types. Most corruptions change the depth profile, so it scores far
+above 1/2 (about 90% at N = 50, 95% at N = 100, 97% at N = 200) and rises with N. Only a
+negative whose corruptions are all type swaps fools it: `sample_type_swaps` draws exactly those
+(positives with c ~ U{1..max(1, N//10)} brackets' types swapped, kept only when not in the
+language), on which the depth counter scores 0% by construction, so a model's accuracy there
+shows whether it knows bracket types.
 """
 from __future__ import annotations
 
@@ -61,6 +70,17 @@ def dyck_accepts(x: torch.Tensor) -> torch.Tensor:
     for i in range(x.shape[-1]):
         state = table[state, x[..., i].long()]
     return state == ACCEPT
+
+
+def depth_counter_accepts(x: torch.Tensor, max_depth: int | None = MAX_DEPTH) -> torch.Tensor:
+    """(..., L) token ids -> (...) bool: the type-blind depth counter. Accept iff the running
+    depth (+1 per open, -1 per close, bracket types ignored) never drops below 0, never exceeds
+    `max_depth` (None: unbounded) and ends at 0."""
+    depth = (1 - 2 * (x.long() % 2)).cumsum(-1)
+    ok = (depth.amin(-1) >= 0) & (depth[..., -1] == 0)
+    if max_depth is not None:
+        ok &= depth.amax(-1) <= max_depth
+    return ok
 
 
 @TASKS.register("dyck")
@@ -128,6 +148,32 @@ class Dyck(ClassificationTask):
         hit = ranks < c  # c distinct uniform positions per row
         op = torch.where(torch.rand(n, N, generator=generator, device=dev) < 0.5, 2, 1)
         return torch.where(hit, x ^ op, x)
+
+    def sample_type_swaps(self, n: int, generator: torch.Generator) -> Batch:
+        """n depth-preserving negatives (label 0): positives with c ~ U{1..max(1, N//10)}
+        distinct brackets' types swapped (xor 2, open/close kept), redrawn while still in the
+        language (when every swapped bracket's partner was swapped too). Their depth profile is
+        a positive's, so the type-blind depth counter accepts each one. Not part of `sample`'s
+        stream: a separate test set, for accuracy on type mismatches alone."""
+        return Batch(self._type_swaps(n, generator), torch.zeros(n, dtype=torch.long, device=generator.device))
+
+    def _type_swaps(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        dev = generator.device
+        x = self.positives(n, generator)
+        c = torch.randint(1, self.max_corruptions + 1, (n, 1), generator=generator, device=dev)
+        ranks = torch.rand(n, self.N, generator=generator, device=dev).argsort(1).argsort(1)
+        x = torch.where(ranks < c, x ^ 2, x)
+        bad = dyck_accepts(x).nonzero().squeeze(1)
+        if len(bad):
+            x[bad] = self._type_swaps(len(bad), generator)
+        return x
+
+    def trivial_baselines(self, n: int, generator: torch.Generator) -> dict[str, float]:
+        """Accuracy on n `sample_test` examples of "constant" (the most frequent label) and
+        "depth-counter" (`depth_counter_accepts`: type-blind, within the depth bound 2)."""
+        b = self.sample_test(n, generator)
+        return {"constant": self.constant_accuracy(b),
+                "depth-counter": self.label_accuracy(depth_counter_accepts(b.x).long(), b)}
 
     def negatives(self, n: int, generator: torch.Generator) -> torch.Tensor:
         x = self.corrupt(self.positives(n, generator), generator)

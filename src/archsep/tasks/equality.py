@@ -13,6 +13,14 @@ SEP = vocab), classified at the last position. Labels are i.i.d. fair coins: cha
 Lengths: with `train_lengths="variable"` each batch has one length drawn uniformly over the
 even lengths in [N/10, N] (N/10 rounded up to even, at least 2); `sample_test` (held-out,
 validation and test sets) always uses length N.
+
+Trivial baselines (`trivial_baselines`): the constant (1/2), and "symbol-counts": predict equal
+iff a and b hold every symbol equally often (order ignored; what a bag-of-tokens model can
+compute). It accepts every positive. On eq-random it rejects a negative unless b happens to
+have a's number of 1s (probability about 1/sqrt(pi N/2)), so it scores about 94% at N = 50,
+96% at N = 100 and 97% at N = 200. On eq-one a negative changes one symbol into another, so
+the counts always differ and it is exact (100%): eq-one does not tell order-aware models from
+counting ones.
 """
 from __future__ import annotations
 
@@ -68,6 +76,22 @@ class Equality(ClassificationTask):
     @property
     def fixed_shapes(self) -> bool:
         return self.train_lengths == "fixed"
+
+    def symbol_counts_equal(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, 2m+1) inputs `a SEP b` -> (B,) bool: a and b hold every symbol equally often."""
+        m = (x.shape[1] - 1) // 2
+        a, b = x[:, :m], x[:, m + 1:]
+        counts = torch.zeros(x.shape[0], self.vocab, dtype=torch.long, device=x.device)
+        counts.scatter_add_(1, a, torch.ones_like(a))
+        counts.scatter_add_(1, b, -torch.ones_like(b))
+        return (counts == 0).all(1)
+
+    def trivial_baselines(self, n: int, generator: torch.Generator) -> dict[str, float]:
+        """Accuracy on n `sample_test` examples (length N) of "constant" (the most frequent
+        label) and "symbol-counts" (`symbol_counts_equal`)."""
+        b = self.sample_test(n, generator)
+        return {"constant": self.constant_accuracy(b),
+                "symbol-counts": self.label_accuracy(self.symbol_counts_equal(b.x).long(), b)}
 
     def sample(self, n: int, generator: torch.Generator) -> Batch:
         if self.train_lengths == "fixed":

@@ -18,6 +18,12 @@ MQAR (`mqar=True`): the queries are the labelled points themselves in a uniform 
 product >= gamma), redrawing examples that fail.
 Labels are fair coins independent of the points, so the chance accuracy is 1/2 and the best
 constant predictor's error is 0.5.
+
+Trivial baselines (`trivial_baselines`): the constant (1/2), and "labelled-majority": label every
+query with the majority label of the m labelled points shown in its prompt (a tie, possible for
+even m, goes to label 0). A query's label is a labelled point's label, so this scores
+1/2 + E|K - m/2| / m for K ~ Bin(m, 1/2): 62.3% at N = 20, 58.8% at N = 40, 56.3% at N = 80
+(about 1/2 + 1/sqrt(2 pi m)), well above the 1/2 of a constant at small N.
 """
 from __future__ import annotations
 
@@ -68,6 +74,22 @@ class NearestNeighbour(ClassificationTask):
     @property
     def chance_accuracy(self) -> float:
         return 0.5
+
+    # --- trivial baselines ---------------------------------------------------------------
+    def labelled_majority(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, length, d+2) inputs -> (B, length) predictions: at every position the majority
+        label of the m labelled points in the prompt (read off their one-hot label tokens),
+        label 0 on a tie."""
+        ones = x[:, 1:2 * self.m:2, self.d + 1].sum(1)  # how many labelled points carry label 1
+        zeros = x[:, 1:2 * self.m:2, self.d].sum(1)
+        return (ones > zeros).long().unsqueeze(1).expand(x.shape[0], x.shape[1])
+
+    def trivial_baselines(self, n: int, generator: torch.Generator) -> dict[str, float]:
+        """Accuracy over the queries of n `sample_test` examples of "constant" (the most frequent
+        label) and "labelled-majority" (`labelled_majority`)."""
+        b = self.sample_test(n, generator)
+        return {"constant": self.constant_accuracy(b),
+                "labelled-majority": self.label_accuracy(self.labelled_majority(b.x), b)}
 
     # --- sampling -----------------------------------------------------------------------
     def _points(self, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
