@@ -88,7 +88,8 @@ def test_the_cache_is_used_only_on_the_same_machine_and_code_and_a_damaged_one_i
     doc["fingerprint"] = "another machine"
     (tmp_path / cost.CACHE_NAME).write_text(json.dumps(doc))
     assert cost._read_cache() == {}
-    for junk in ("{", "[]", '{"fingerprint": 1}', json.dumps({"fingerprint": cost.fingerprint(), "costs": {"k": [-1, 0, 0]}})):
+    negative = json.dumps({"fingerprint": cost.fingerprint(), "costs": {"k": [-1, 0, 0]}})
+    for junk in ("{", "[]", '{"fingerprint": 1}', negative):
         (tmp_path / cost.CACHE_NAME).write_text(junk)
         assert cost._read_cache() == {}
         monkeypatch.setattr(cost, "_STEPS", {})

@@ -6,8 +6,8 @@ step on this machine is measured, not guessed: a few real steps of each distinct
 a dry run short (issue "speed": at most about 30 s for any preset):
 - a step's cost depends on the model's shape, not on the seed or the learning rate (`cost_key`);
 - in a family of shapes that differ only in the length N, the three shortest are timed and the
-  longer ones extrapolated from the two longest of those, linearly in the step's FLOPs (which grow with N as the model's own
-  arithmetic does: N^2 for attention, N for a recurrence); the FLOPs themselves are counted at
+  longer ones extrapolated from the two longest of those, linearly in the step's FLOPs (which
+  grow with N as the model's own arithmetic does: N^2 for attention, N for a recurrence); the FLOPs themselves are counted at
   the three shortest lengths and extrapolated by the quadratic through them (exact for a model
   whose arithmetic is a polynomial of degree 2 in N, and never below linear growth).
   `benchmarks/dry_run.py` measures both extrapolations against real steps. Runs never use
@@ -94,8 +94,8 @@ def fingerprint() -> str:
     only where all four are the same as when it was measured."""
     cpu = platform.processor() or platform.machine()
     try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+        with open("/proc/cpuinfo") as info:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), cpu)
     except OSError:
         pass
     src = Path(__file__).resolve().parents[1]
