@@ -75,7 +75,8 @@ def main() -> None:
             real = cost.step_cost(longest).cpu_s
             flops = step_flops(longest)
             print(f"    {longest.model_config().short_name():<28} N={max(by_N):<5g} step: "
-                  f"estimated {guess * 1e3:8.1f} ms, measured {real * 1e3:8.1f} ms, ratio {guess / real:5.2f}; FLOPs ratio {guess_flops / flops:5.2f}",
+                  f"estimated {guess * 1e3:8.1f} ms, measured {real * 1e3:8.1f} ms, ratio {guess / real:5.2f}; "
+                  f"FLOPs ratio {guess_flops / flops:5.2f}",
                   flush=True)
 
 

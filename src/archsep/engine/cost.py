@@ -7,9 +7,10 @@ a dry run short (issue "speed": at most about 30 s for any preset):
 - a step's cost depends on the model's shape, not on the seed or the learning rate (`cost_key`);
 - in a family of shapes that differ only in the length N, the three shortest are timed and the
   longer ones extrapolated from the two longest of those, linearly in the step's FLOPs (which
-  grow with N as the model's own arithmetic does: N^2 for attention, N for a recurrence); the FLOPs themselves are counted at
-  the three shortest lengths and extrapolated by the quadratic through them (exact for a model
-  whose arithmetic is a polynomial of degree 2 in N, and never below linear growth).
+  grow with N as the model's own arithmetic does: N^2 for attention, N for a recurrence); the
+  FLOPs themselves are counted at the three shortest lengths and extrapolated by the quadratic
+  through them (exact for a model whose arithmetic is a polynomial of degree 2 in N, and never
+  below linear growth).
   `benchmarks/dry_run.py` measures both extrapolations against real steps. Runs never use
   these estimates: their planner counts every shape's FLOPs (`planning.step_flops`);
 - measured costs are kept per machine, torch version and archsep source in a cache file
