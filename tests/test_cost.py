@@ -105,3 +105,33 @@ def test_extrapolation_is_linear_in_flops_and_never_shrinks():
     assert abs(sc.cpu_s - 4.0) < 1e-12 and abs(sc.eval_s - 0.4) < 1e-12 and sc.ops == 80 and sc.flops == 400.0
     noisy = cost._extrapolate([(10, b), (20, a)], 400.0, 40)  # the longer one timed faster: proportional
     assert noisy.cpu_s >= a.cpu_s
+
+
+def test_progress_weights_are_budget_flops_until_a_dry_run_has_timed_every_shape(monkeypatch, tmp_path):
+    _fresh(monkeypatch, tmp_path)
+    configs = EXPERIMENTS.get("qstr-fig1a")().plan("quick")
+    w = cost.progress_weights(configs)
+    assert set(w) == {c.run_id for c in configs}
+    for c in configs[:5]:
+        assert w[c.run_id] == c.train.budget // c.train.batch_size * step_flops(c)  # nothing timed
+    cost.estimate(configs)  # a dry run: every shape timed (and cached)
+    monkeypatch.setattr(cost, "_STEPS", {})  # a new process, the cache file alone
+    timed = cost.progress_weights(configs)
+    again = cost.step_costs(configs, measure=False)  # what the cache gives, timed or extrapolated
+    assert again is not None
+    for c in configs:
+        assert timed[c.run_id] == c.train.budget // c.train.batch_size * again[cost.cost_key(c)].cpu_s
+    gru = [c for c in configs if c.arch.startswith("rnn")]
+    assert gru and min(timed[c.run_id] for c in gru) > 0
+
+
+def test_the_progress_bar_reaches_its_end_and_counts_runs(tmp_path, capsys, monkeypatch):
+    from archsep.config import RunConfig, TrainConfig
+    from archsep.runs.runner import run_configs
+
+    monkeypatch.setenv("ARCHSEP_THREADS", "1")
+    cfgs = [RunConfig("qstr", "ffn", {"N": N, "d": 4, "q": 1}, {}, TrainConfig(budget=640, eval_size=100), 0, "FFN")
+            for N in (2, 3)]
+    run_configs(cfgs, out_dir=tmp_path / "o", workers=1, progress=True)
+    err = capsys.readouterr().err
+    assert "100%" in err and "2/2 runs" in err

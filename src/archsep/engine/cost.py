@@ -136,7 +136,7 @@ def _write_cache(costs: dict[str, list[float]]) -> None:
         pass
 
 
-def step_costs(configs: Sequence[RunConfig]) -> dict[str, StepCost]:
+def step_costs(configs: Sequence[RunConfig], measure: bool = True) -> dict[str, StepCost] | None:
     """The step cost of every shape among `configs` (by `cost_key`): read from the cache, or
     timed for the TIMED_LENGTHS shortest lengths of each family and extrapolated for the longer ones."""
     cached = _read_cache()
@@ -161,6 +161,8 @@ def step_costs(configs: Sequence[RunConfig]) -> dict[str, StepCost]:
                 sc = StepCost(cpu_s, eval_s, flops[N], int(ops))
                 _HOW[key] = "cached"
             elif i < TIMED_LENGTHS or N is None:
+                if not measure:
+                    return None  # a shape nobody has timed: the caller does without
                 sc = step_cost(cfg)
                 new[key] = [sc.cpu_s, sc.eval_s, sc.ops]
             else:
@@ -170,6 +172,20 @@ def step_costs(configs: Sequence[RunConfig]) -> dict[str, StepCost]:
             if N is not None and i < TIMED_LENGTHS:
                 timed.append((N, sc))
     _write_cache(new)
+    return out
+
+
+def progress_weights(configs: Sequence[RunConfig]) -> dict[str, float]:
+    """Each run's share of the work, for a progress bar's ETA: its whole budget's modelled time
+    where every shape's step cost is in the cache (a dry run measured it), else its whole
+    budget's FLOPs. Nothing is timed here. Runs that stop at their threshold take less; the
+    shares stay comparable as long as they stop at similar fractions of their budgets."""
+    costs = step_costs(configs, measure=False)
+    out = {}
+    for c in configs:
+        steps = c.train.budget // c.train.batch_size
+        per_step = costs[cost_key(c)].cpu_s if costs is not None else step_flops(c)
+        out[c.run_id] = max(steps * per_step, 1e-12)
     return out
 
 
@@ -311,7 +327,7 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
     run_s: dict[str, tuple[float, float]] = {}
     t0 = time.perf_counter()
     todo_cfgs = [c for c in configs if c.run_id not in finished]
-    costs = step_costs(todo_cfgs)
+    costs = step_costs(todo_cfgs) or {}
     how = {k: _HOW.get(k, "timed") for k in costs}
     for c in configs:
         label = c.arm

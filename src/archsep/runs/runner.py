@@ -16,6 +16,7 @@ from tqdm import tqdm
 from ..config import RunConfig
 from ..engine.planning import check_memory
 from ..errors import ArchsepError
+from ..engine.cost import progress_weights
 from .executors import make_executor, plan_batches
 from .launch import Launch
 from .store import Store, disk_full, open_store, result_from_row
@@ -96,8 +97,14 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
         if reused_errors and progress:
             print(f"{desc}: {reused_errors} run(s) stored with status error are reused, not rerun "
                   "(retry_errors reruns them)", file=sys.stderr)
-        bar = tqdm(total=len(unique), initial=len(unique) - len(todo), desc=desc, unit="run",
-                   disable=not progress, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+        # the bar advances by each run's modelled share of the work, not by one per run: batches
+        # go most expensive first, so a count of runs would promise hours after the first one
+        weights = progress_weights(todo) if progress and todo else {}
+        bar = tqdm(total=sum(weights.values()) or 1.0, desc=desc, disable=not progress, file=sys.stderr,
+                   dynamic_ncols=True, smoothing=0.0,
+                   bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix} [{elapsed}<{remaining}]")
+        bar.set_postfix_str(f"0/{len(todo)} runs", refresh=False)
+        finished_now = 0
         failures = 0
         ex = None
         try:
@@ -115,10 +122,11 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
                         done[r.run_id] = r
                         failures += r.status in ("error", "diverged")
                         label = r.config.get("label") or r.config["arch"]
-                        bar.set_postfix_str(f"failed={failures} last: {label} "
+                        finished_now += 1
+                        bar.set_postfix_str(f"{finished_now}/{len(todo)} runs, failed={failures}, last: {label} "
                                             f"N={r.config['task_params'].get('N', '?')} {r.status} samples={r.samples}",
                                             refresh=False)
-                        bar.update(1)
+                        bar.update(weights.get(r.run_id, 0.0))
                         if on_result:
                             on_result(r)
         finally:
