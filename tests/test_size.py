@@ -201,3 +201,54 @@ def test_a_scale_is_known_by_its_settings_not_by_which_object_holds_them():
              "LSTM-256": {(100, 64): 0.2, (200, 64): 0.2}}
     assert [c.text for c in exp.claims(table, copy)] == [c.text for c in exp.claims(table, exp.cpu)]
     assert len(exp.claims(table, copy)) == 4  # the cpu scale's claims, not the quick scale's two
+
+
+def _fake_size_results(exp, scale: str, acc_of) -> list:
+    """A stored-looking result for every run of `exp`'s plan: held-out error 1 - acc_of(label, N)
+    (the same for every lr), tested at that accuracy."""
+    from archsep.results import RunResult
+
+    out = []
+    for c in exp.plan(scale, "cpu"):
+        a = acc_of(c.label, c.task_params["N"])
+        out.append(RunResult(c.run_id, c.to_dict(), "censored", None, 64, 1 - a, 1 - a,
+                             curve=[(6400, 0.5), (12800, 1 - a)], test_metric=1 - a))
+    return out
+
+
+def test_size_summaries_state_the_tasks_trivial_baselines_and_the_figure_draws_them(tmp_path):
+    exp = PRESETS.get("dyck-fig2")()
+    s = exp.analyze(_fake_size_results(exp, "quick", lambda lab, N: 0.9), "quick")
+    bs = s.data["baselines"]
+    assert sorted(b["N"] for b in bs) == sorted(exp.quick.Ns)
+    for b in bs:  # Dyck: the type-blind depth counter beats the constant, and grows with N
+        assert b["best"] == "depth-counter" and b["best_acc"] > b["baselines"]["constant"] > 0.45
+    assert [b["best_acc"] for b in sorted(bs, key=lambda b: b["N"])] == sorted(b["best_acc"] for b in bs)
+    assert exp.best_trivial[("", 50)] == next(b["best_acc"] for b in bs if b["N"] == 50)
+    assert "best trivial" in exp.text(s) and "depth-counter" in exp.text(s)
+    exp.figures(s, tmp_path)
+    assert (tmp_path / "accuracy.png").exists()
+
+
+def test_val_curves_give_a_model_one_colour_in_every_panel(tmp_path, monkeypatch):
+    """A model missing from one panel used to shift the colours of the others there (colours
+    followed draw order per panel, so the legend named the wrong lines)."""
+    from archsep.reporting import plots
+
+    drawn: list = []
+    real = plots.save
+    monkeypatch.setattr(plots, "save", lambda fig, stem: (drawn.append(fig), real(fig, stem))[1])
+    run = {"lr": 1e-3, "curve": [(100, 0.5), (200, 0.9)]}
+    cells = [{"N": N, "label": lab, "seed": 0, "runs": [run], "best_lr": 1e-3}
+             for N in (10, 20) for lab in ("A", "B", "C") if not (N == 10 and lab == "A")]
+    plots.val_curves(cells, "x", tmp_path / "v")
+    colours: dict[str, set] = {}
+    for ax in drawn[0].axes:
+        for line in ax.get_lines():
+            if not line.get_label().startswith("_"):
+                colours.setdefault(line.get_label(), set()).add(line.get_color())
+    assert all(len(c) == 1 for c in colours.values()) and len({next(iter(c)) for c in colours.values()}) == 3
+    legend = drawn[0].axes[-1].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["A", "B", "C"]
+    for handle, text in zip(legend.legend_handles, legend.get_texts()):
+        assert handle.get_color() in colours[text.get_text()]

@@ -29,6 +29,7 @@ from .base import Experiment, _fmt_setting, claim_lines, run_settings
 
 TARGET = 0.99  # early stop at validation accuracy >= target
 BATCH = 64
+BASELINE_SIZE, BASELINE_SEED = 5000, 20251  # the trivial baselines' test set: its size and its own seed
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class Cell:
     seed: int
     runs: tuple[RunConfig, ...]  # one per learning rate, in grid order
     family: str = ""  # the architecture without its width, e.g. "TF-(1,w)" (default: the label)
+    variant: str = ""  # the task variant's name (SizeScale.variants), "" for the task itself
 
 
 def cell_runs(task: str, arch: SizeArch, width: int, N: int, seed: int, s: SizeScale, label: str,
@@ -144,7 +146,7 @@ class SizeExperiment(Experiment):
                             label = a.name(w) + suffix
                             out.append(Cell(label, N, w, seed,
                                             cell_runs(self.task, a, w, N, seed, s, label, dict(vparams), device),
-                                            a.family() + suffix))
+                                            a.family() + suffix, vname))
         return out
 
     def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
@@ -182,7 +184,9 @@ class SizeExperiment(Experiment):
         batch = max([int(t["batch_size"]) for t in trains if "batch_size" in t] or [BATCH])
         lrs = sorted({float(t["lr"]) for t in trains if "lr" in t}) or \
             sorted({lr for a in s.archs for lr in a.lrs or s.lrs})
-        data = {"task": self.task,
+        baselines = self.baselines(self.planned_cells(scale))
+        self.best_trivial = {(b["variant"], b["N"]): b["best_acc"] for b in baselines}
+        data = {"task": self.task, "baselines": baselines,
                 "Ns": sorted({n for r in results if (n := (r.config.get("task_params") or {}).get("N")) is not None})
                 or list(s.Ns),
                 "lrs": lrs, "steps": max(budgets) // batch, "seeds": settings["seeds"],
@@ -194,8 +198,28 @@ class SizeExperiment(Experiment):
 
     def claims(self, table: dict, s: SizeScale) -> list[Claim]:
         """The figure's claims from {label: {(N, width): test accuracy}} at the scale whose
-        settings are `s` (its name: `scale_name(s)`)."""
+        settings are `s` (its name: `scale_name(s)`); `self.best_trivial[(variant, N)]` is the
+        best trivial baseline's accuracy at each length."""
         return []
+
+    def baselines(self, cells: list[Cell]) -> list[dict]:
+        """The task's trivial baselines (`Task.trivial_baselines`: the best constant and the
+        task's simple heuristics, e.g. Dyck's type-blind depth counter) at each (variant, N) the
+        cells train at, on BASELINE_SIZE examples drawn from their own seed: the line a model
+        must clear, in place of a fixed chance level."""
+        import torch
+
+        out, seen = [], set()
+        for c in cells:
+            if (c.variant, c.N) in seen:
+                continue
+            seen.add((c.variant, c.N))
+            task = c.runs[0].build_task()
+            found = task.trivial_baselines(BASELINE_SIZE, torch.Generator().manual_seed(BASELINE_SEED))
+            best = max(found, key=lambda k: found[k])
+            out.append({"variant": c.variant, "N": c.N, "baselines": found, "best": best,
+                        "best_acc": found[best]})
+        return out
 
     def scale_name(self, s: SizeScale) -> str:
         """The name of the scale whose settings equal `s` (compared by value, not identity)."""
@@ -210,7 +234,8 @@ class SizeExperiment(Experiment):
 
     def figures(self, summary: Summary, out: Path) -> list[Path]:
         cells = summary.data["cells"]
-        return size_figures(cells, size_points(cells), self.registry_name, out, summary.data.get("target", TARGET))
+        return size_figures(cells, size_points(cells), self.registry_name, out, summary.data.get("target", TARGET),
+                            summary.data.get("baselines"))
 
     def text(self, summary: Summary) -> str:
         d = summary.data
@@ -229,6 +254,11 @@ class SizeExperiment(Experiment):
                 v = [a for a in by[lab].get(N, []) if a is not None]
                 row.append(f"{100 * sum(v) / len(v):8.1f}%" if v else f"{'n/a':>9}")
             lines.append(f"  {lab:<22}" + "".join(row))
+        for v in sorted({b["variant"] for b in d.get("baselines") or []}):
+            bs = {b["N"]: b for b in d["baselines"] if b["variant"] == v}
+            lines.append(f"  {'best trivial' + (f' [{v}]' if v else ''):<22}"
+                         + "".join(f"{100 * bs[N]['best_acc']:8.1f}%" if N in bs else f"{'n/a':>9}" for N in d["Ns"])
+                         + "  (" + ", ".join(sorted({bs[N]["best"] for N in bs})) + ")")
         return "\n".join(lines + claim_lines(summary.claims))
 
 

@@ -179,23 +179,32 @@ def val_curves(cells: list[dict], name: str, stem: Path, target: float | None = 
             c = cs[0]
             run = next((x for x in c["runs"] if x["lr"] == c["best_lr"]), c["runs"][0])
             ax.plot([p[0] for p in run["curve"]], [p[1] for p in run["curve"]], marker=MARKERS[k % len(MARKERS)],
-                    markersize=3, label=lab)
+                    markersize=3, label=lab, color=f"C{k % 10}")  # a model's colour is the same in every panel
         if target is not None:
             ax.axhline(target, color="grey", lw=0.8, ls="--")
         ax.set_title(f"N = {N}", fontsize=9)
         ax.set_xlabel("training steps")
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel("validation accuracy")
-    axes[0][-1].legend(fontsize=7, loc="lower right")
+    handles = {h.get_label(): h for ax in axes[0] for h in ax.get_lines() if not h.get_label().startswith("_")}
+    axes[0][-1].legend([handles[lab] for lab in labels if lab in handles], [lab for lab in labels if lab in handles],
+                       fontsize=7, loc="lower right")  # every model, even one missing from the last panel
     fig.suptitle(f"{name}: validation curves (selected lr)", fontsize=10)
     return save(fig, stem)
 
 
-def accuracy_vs_N(points: list[dict], name: str, stem: Path) -> list[Path]:
+def accuracy_vs_N(points: list[dict], name: str, stem: Path, baselines: list[dict] | None = None) -> list[Path]:
     """Mean test accuracy against length N, one line per model (family and width), with the
-    t interval over seeds as error bars (none from a single seed)."""
+    t interval over seeds as error bars (none from a single seed), and the task's best trivial
+    baseline at each N as a dashed black line (one per task variant)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     labels = sorted({p["label"] for p in points})
+    for v in sorted({b["variant"] for b in baselines or []}):
+        bs = sorted((b for b in baselines or [] if b["variant"] == v and isinstance(b["N"], (int, float))),
+                    key=lambda b: b["N"])
+        names = ", ".join(sorted({b["best"] for b in bs}))
+        ax.plot([b["N"] for b in bs], [b["best_acc"] for b in bs], color="k", ls="--", lw=1.0,
+                label=plain(f"best trivial baseline{f' [{v}]' if v else ''} ({names})"))
     for k, lab in enumerate(labels):
         ps = [p for p in points if p["label"] == lab and p["mean"] is not None
               and isinstance(p["N"], (int, float)) and not isinstance(p["N"], bool)]
@@ -205,7 +214,7 @@ def accuracy_vs_N(points: list[dict], name: str, stem: Path) -> list[Path]:
         lo = [p["mean"] - (p["ci"][0] if p["ci"][0] is not None else p["mean"]) for p in ps]
         hi = [(p["ci"][1] if p["ci"][1] is not None else p["mean"]) - p["mean"] for p in ps]
         ax.errorbar([p["N"] for p in ps], [p["mean"] for p in ps], yerr=[lo, hi], marker=MARKERS[k % len(MARKERS)],
-                    capsize=3, label=plain(lab))
+                    capsize=3, label=plain(lab), color=f"C{k % 10}")  # one colour per model, whatever is missing
     ax.set_xscale("log")
     Ns = sorted({p["N"] for p in points if isinstance(p["N"], (int, float)) and not isinstance(p["N"], bool)})
     if Ns:
@@ -222,8 +231,9 @@ def accuracy_vs_N(points: list[dict], name: str, stem: Path) -> list[Path]:
 
 
 def size_figures(cells: list[dict], points: list[dict], name: str, out: Path,
-                 target: float | None = None) -> list[Path]:
+                 target: float | None = None, baselines: list[dict] | None = None) -> list[Path]:
     """A size measurement's figures, for a preset and a sweep alike: heat maps of test accuracy,
-    test accuracy against N, validation curves of the chosen learning rates (`target` dashed)."""
-    return (heatmaps(cells, name, out / "heatmaps") + accuracy_vs_N(points, name, out / "accuracy")
+    test accuracy against N (with the task's best trivial baseline where known), validation
+    curves of the chosen learning rates (`target` dashed)."""
+    return (heatmaps(cells, name, out / "heatmaps") + accuracy_vs_N(points, name, out / "accuracy", baselines)
             + val_curves(cells, name, out / "val_curves", target))
