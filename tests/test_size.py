@@ -252,3 +252,49 @@ def test_val_curves_give_a_model_one_colour_in_every_panel(tmp_path, monkeypatch
     assert [t.get_text() for t in legend.get_texts()] == ["A", "B", "C"]
     for handle, text in zip(legend.legend_handles, legend.get_texts()):
         assert handle.get_color() in colours[text.get_text()]
+
+
+def _dyck_cpu(acc: dict) -> list:
+    """Dyck cpu claims for accuracies acc[(label, N)] (default 0.99), a small seed-to-seed spread."""
+    exp = PRESETS.get("dyck-fig2")()
+    seeds = {}
+
+    def of(label, N):
+        k = seeds[(label, N)] = seeds.get((label, N), -1) + 1
+        return min(1.0, acc.get((label, N), 0.99) + 0.002 * (k % 3 - 1))
+
+    return exp.analyze(_fake_size_results(exp, "cpu", of), "cpu").claims
+
+
+def test_dyck_cpu_is_one_protocol_and_its_claims_can_fail():
+    exp = PRESETS.get("dyck-fig2")()
+    assert exp.cpu.unequal() == [] and exp.cpu.seeds >= 3 and len(exp.cpu.lrs) >= 2
+    good = _dyck_cpu({("TF-(1,64)", 100): 0.6})
+    assert all(c.held for c in good), [c.text for c in good if not c.held]
+    assert {c.kind for c in good} == {"control", "baseline", "ordering"}
+    # an LSTM no better than the depth counter at N = 100 does not recognise Dyck
+    base = next(b for b in exp.analyze(_fake_size_results(exp, "cpu", lambda lab, N: 0.9), "cpu").data["baselines"]
+                if b["N"] == 100)["best_acc"]
+    weak = _dyck_cpu({("TF-(1,64)", 100): 0.6, ("LSTM-64", 100): base})
+    [lstm_claim] = [c for c in weak if c.kind == "baseline" and c.values["label"] == "LSTM-64"]
+    assert lstm_claim.held is False
+    # a recogniser that never trained (its control fails at N = 20): no verdict, never "held"
+    untrained = _dyck_cpu({("TF-(1,64)", 100): 0.6, ("Mamba-64", 20): 0.5, ("Mamba-64", 100): 0.5})
+    [m] = [c for c in untrained if c.kind == "baseline" and c.values["label"] == "Mamba-64"]
+    assert m.held is None and "did not train" in m.text
+    # the one-layer Transformer: below the LSTM only counts when it learned at N = 20
+    failed = _dyck_cpu({("TF-(1,64)", 20): 0.5, ("TF-(1,64)", 100): 0.5})
+    [o] = [c for c in failed if c.kind == "ordering"]
+    assert o.held is None and "did not train" in o.text
+    same = _dyck_cpu({})  # as good as the LSTM at N = 100: not below it
+    [o] = [c for c in same if c.kind == "ordering"]
+    assert o.held is False
+
+
+@pytest.mark.parametrize("name", [n for n in PRESETS.names() if issubclass(PRESETS.get(n), SizeExperiment)])
+def test_every_size_summary_says_whether_its_arms_were_trained_alike(name):
+    exp = PRESETS.get(name)()
+    for scale in exp.scales:
+        s = exp.analyze(_fake_size_results(exp, scale, lambda lab, N: 0.9), scale)
+        assert s.data["unequal"] == exp.scale(scale).unequal()
+        assert "protocol: " in exp.text(s)

@@ -382,11 +382,11 @@ def report(name: str, est: dict) -> str:
              f"to its budget (runs that reach their threshold stop sooner)"]
     w = max([4] + [len(a.label) for a in est["archs"]]) + 2
     m = max([5] + [len(a.model) for a in est["archs"]]) + 2
-    lines.append(f"  {'arch':<{w}}{'model':<{m}}{'runs':>5}{'GFLOP/step':>16}{'train TFLOP':>13}"
+    lines.append(f"  {'arch':<{w}}{'model':<{m}}{'runs':>5} {'GFLOP/step':>16}{'train TFLOP':>13}"
                  f"{'CPU core-time':>15}{'GPU time':>10}")
     for a in est["archs"]:
         gf = f"{min(a.step_flops) / 1e9:.3g}-{max(a.step_flops) / 1e9:.3g}" if a.step_flops else "-"
-        lines.append(f"  {a.label:<{w}}{a.model:<{m}}{a.runs:>5}{gf:>16}{a.train_flops / 1e12:>13.1f}"
+        lines.append(f"  {a.label:<{w}}{a.model:<{m}}{a.runs:>5} {gf:>16}{a.train_flops / 1e12:>13.1f}"
                      f"{hms(a.cpu_s):>15}{hms(a.gpu_s):>10}")
     lines.append(f"  total: {est['train_flops'] / 1e15:.3g} PFLOP of training; on this machine about "
                  f"{hms(est['cpu_wall_s'])} with {est['workers']} worker(s) ({hms(est['cpu_core_s'])} of one core); "

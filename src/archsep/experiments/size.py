@@ -30,6 +30,7 @@ from .base import Experiment, _fmt_setting, claim_lines, run_settings
 TARGET = 0.99  # early stop at validation accuracy >= target
 BATCH = 64
 BASELINE_SIZE, BASELINE_SEED = 5000, 20251  # the trivial baselines' test set: its size and its own seed
+CONTROL = 0.95  # a positive control: mean test accuracy at least this where theory says the arm can learn
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,16 @@ class SizeScale:
     test_size: int = 5000
     seeds: int = 1
     variants: tuple[tuple[str, dict], ...] = (("", {}),)  # (name, extra task params)
+
+    def unequal(self) -> list[str]:
+        """Where this scale's architectures are not trained alike (a step budget, a learning-rate
+        grid or lengths of their own): empty for a fair comparison."""
+        out = []
+        for a in self.archs:
+            for what, own, common in (("steps", a.steps, self.steps), ("lrs", a.lrs, self.lrs), ("Ns", a.Ns, self.Ns)):
+                if own is not None and own != common:
+                    out.append(f"{a.family()}: {what} {own} (the scale's: {common})")
+        return out
 
 
 def tf(layers: int, widths: tuple[int, ...] = (64,), heads: int | None = None, **only) -> SizeArch:
@@ -186,7 +197,8 @@ class SizeExperiment(Experiment):
             sorted({lr for a in s.archs for lr in a.lrs or s.lrs})
         baselines = self.baselines(self.planned_cells(scale))
         self.best_trivial = {(b["variant"], b["N"]): b["best_acc"] for b in baselines}
-        data = {"task": self.task, "baselines": baselines,
+        self.points = {(p["label"], p["N"]): p for p in size_points(cells)}
+        data = {"task": self.task, "baselines": baselines, "unequal": s.unequal(),
                 "Ns": sorted({n for r in results if (n := (r.config.get("task_params") or {}).get("N")) is not None})
                 or list(s.Ns),
                 "lrs": lrs, "steps": max(budgets) // batch, "seeds": settings["seeds"],
@@ -229,6 +241,50 @@ class SizeExperiment(Experiment):
     def acc(table: dict, label: str, N: int, width: int) -> float | None:
         return table.get(label, {}).get((N, width))
 
+    # --- claims under the fair protocol: intervals, controls, baselines ---------------------
+    def interval(self, label: str, N: int) -> tuple[float | None, float | None, float | None]:
+        """(mean, 95% t lower, upper) of `label`'s test accuracy at N over seeds (None where unknown)."""
+        p = getattr(self, "points", {}).get((label, N))
+        if p is None or p["mean"] is None:
+            return None, None, None
+        return p["mean"], p["ci"][0], p["ci"][1]
+
+    def control(self, label: str, N: int, level: float = CONTROL) -> Claim:
+        """The positive control of `label`: at length N (where theory says it can), its mean test
+        accuracy reaches `level`. An arm without a passing control gets no verdict elsewhere."""
+        m, _, _ = self.interval(label, N)
+        return Claim("control", f"control: {label} learns at N={N} (mean {pct(m)} >= {pct(level)})",
+                     m is not None and m >= level, {"label": label, "N": N, "mean": m, "level": level})
+
+    def beats_baseline(self, label: str, N: int, control: Claim, variant: str = "") -> Claim:
+        """`label` recognises the task at N: the lower end of its 95% interval lies above the task's
+        best trivial baseline at N. No verdict where its control failed or a seed is missing."""
+        m, lo, _ = self.interval(label, N)
+        base = getattr(self, "best_trivial", {}).get((variant, N))
+        text = (f"N={N}: {label} above the best trivial baseline ({pct(base)}): mean {pct(m)}, 95% interval "
+                f"lower end {pct(lo)}")
+        values = {"label": label, "N": N, "mean": m, "lower": lo, "baseline": base, "control": control.held}
+        if not control.held:
+            return Claim("baseline", f"no verdict: {label} did not train here ({control.text}); {text}", None, values)
+        if lo is None or base is None:
+            return Claim("baseline", f"no verdict (fewer than 2 seeds or no baseline): {text}", None, values)
+        return Claim("baseline", text, lo > base, values)
+
+    def below(self, worse: str, better: str, N: int, control: Claim) -> Claim:
+        """`worse` falls short of `better` at N: their 95% intervals do not overlap (worse's upper
+        end below better's lower end). No verdict where worse's control failed (it did not train
+        here, so falling short says nothing about N)."""
+        mw, _, hw = self.interval(worse, N)
+        mb, lb, _ = self.interval(better, N)
+        text = (f"N={N}: {worse} below {better}: {pct(mw)} (upper end {pct(hw)}) vs {pct(mb)} "
+                f"(lower end {pct(lb)})")
+        values = {"N": N, worse: mw, better: mb, "upper": hw, "lower": lb, "control": control.held}
+        if not control.held:
+            return Claim("ordering", f"no verdict: {worse} did not train here ({control.text}); {text}", None, values)
+        if hw is None or lb is None:
+            return Claim("ordering", f"no verdict (fewer than 2 seeds): {text}", None, values)
+        return Claim("ordering", text, hw < lb, values)
+
     def table(self, summary: Summary) -> list[dict]:
         return [{k: c.get(k) for k in CELL_COLUMNS} for c in summary.data["cells"]]
 
@@ -244,6 +300,10 @@ class SizeExperiment(Experiment):
                  f"steps, early stop at {100 * d['target']:.0f}% validation accuracy; validation "
                  f"{_fmt_setting(d.get('eval_size'))}, test {_fmt_setting(d.get('test_size'))} examples, "
                  f"seed{'s' if len(d.get('seed_list') or []) > 1 else ''} {_fmt_setting(d.get('seed_list') or [])})"]
+        if "unequal" in d:
+            lines.append("  protocol: " + ("the same step budget, learning-rate grid and lengths for every architecture"
+                                           if not d["unequal"] else "NOT the same for every architecture: "
+                                           + "; ".join(d["unequal"])))
         by: dict[str, dict[int, list]] = defaultdict(dict)
         for c in d["cells"]:
             by[c["label"]].setdefault(c["N"], []).append(c["test_acc"])
