@@ -298,3 +298,31 @@ def test_every_size_summary_says_whether_its_arms_were_trained_alike(name):
         s = exp.analyze(_fake_size_results(exp, scale, lambda lab, N: 0.9), scale)
         assert s.data["unequal"] == exp.scale(scale).unequal()
         assert "protocol: " in exp.text(s)
+
+
+def test_a_dyck_cell_reports_its_accuracy_on_the_type_swaps_a_depth_counter_accepts():
+    """Task.extra_tests: the engine tests the kept checkpoint on each (from their own seed) and
+    the cell reports it beside the ordinary test accuracy. At lr 1e-12 the model stays at its
+    initialisation, so the oracle is that model, rebuilt, on the set drawn again."""
+    from archsep.config import EXTRA_TEST_ROLE
+    from archsep.engine.evaluation import evaluate
+    from archsep.tasks import TASKS
+
+    scale = SizeScale(Ns=(6,), archs=(lstm((8,)),), lrs=(1e-12,), steps=20, eval_every=10, val_size=50,
+                      test_size=300)
+    arch = SizeArch("LSTM", "lstm", {"layers": 1}, (8,), "hidden")
+    cell = Cell("LSTM-8", 6, 8, 0, cell_runs("dyck", arch, 8, 6, 0, scale, "LSTM-8", {}, "cpu"))
+    [r] = train_many(list(cell.runs))
+    cfg = cell.runs[0]
+    task = cfg.build_task()
+    swaps = task.extra_tests(300, torch.Generator().manual_seed(cfg.derived_seed(EXTRA_TEST_ROLE)))
+    assert set(swaps) == {"type-swaps"} and int(swaps["type-swaps"].y.sum()) == 0  # all negatives
+    torch.manual_seed(cfg.derived_seed("init"))
+    model = cfg.model_config().build(task.spec)
+    model.prune_to_readout()
+    model.train(False)
+    with torch.no_grad():
+        want, _ = evaluate(model, task, swaps["type-swaps"])
+    assert abs(r.extra["tests"]["type-swaps"] - want) < 1e-9
+    assert cell_record(cell, [r])["extra_acc"] == {"type-swaps": 1 - r.extra["tests"]["type-swaps"]}
+    assert TASKS.get("index-lookup")(N=5).extra_tests(10, torch.Generator()) == {}  # the default: none

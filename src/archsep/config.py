@@ -26,6 +26,7 @@ _LATER_TRAIN_FIELDS = {"keep_best": False, "test_size": 0, "train_set_size": 0, 
                        "progressive_band": BAND, "eval_early": False}
 # seed roles of the sets a run draws: with a test set, the held-out set is its validation set
 HELD_OUT_ROLE, VALIDATION_ROLE, TEST_ROLE = "test", "validation", "size-test"
+EXTRA_TEST_ROLE = "extra-test"  # a task's extra test sets (Task.extra_tests), e.g. Dyck's type swaps
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,9 @@ def cell_record(key: CellKey, lrs: Sequence[float], results: Sequence[RunResult 
     rec.update(status="ok", test_acc=_acc(r.test_metric), val_acc=_acc(r.best_metric), best_lr=lrs[k],
                steps=_steps(r), reached=r.status == "ok", params=r.params, state_size=r.state_size, runs=runs,
                error=None)
+    tests = (r.extra or {}).get("tests") or {}
+    if isinstance(tests, dict) and tests:  # the task's extra test sets (e.g. Dyck's type swaps)
+        rec["extra_acc"] = {str(k): _acc(float(v)) for k, v in tests.items() if isinstance(v, (int, float))}
     return rec
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..config import RunConfig, resolve_device
+from ..config import EXTRA_TEST_ROLE, RunConfig, resolve_device
 from ..results import RunResult
 from ..tasks.base import Batch, Task
 from .evaluation import HeldOutLooks, Point, block_metrics, evaluate, held_out_set, test_set
@@ -125,6 +125,7 @@ class _Track:
     best: tuple[float, int] | None = None  # (metric, samples) of the best full evaluation
     best_state: dict | None = None
     test_metric: float | None = None
+    extra_tests: dict = field(default_factory=dict)  # name -> metric on the task's extra test sets
     done: bool = False
     t_end: float | None = None  # when the run left the stack (stacked runs share the compute)
     looks: HeldOutLooks = field(default_factory=HeldOutLooks)
@@ -155,7 +156,8 @@ class _Track:
             wall_s=(self.t_end or time.perf_counter()) - self.t0,
             params=self.params, state_size=self.state_size,
             test_metric=self.test_metric, best_samples=self.best[1] if self.best else None,
-            extra={"probes": self.probes} if self.probes else {})
+            extra={**({"probes": self.probes} if self.probes else {}),
+                   **({"tests": self.extra_tests} if self.extra_tests else {})})
 
 
 @contextlib.contextmanager
@@ -294,4 +296,7 @@ def _finish(tr: _Track, k: int, stack: Single | Stacked, dev: torch.device) -> N
         model = stack.module(k, tr.best_state)
         model.train(False)
         tr.test_metric, _ = evaluate(model, tr.task, test_set(tr.cfg, tr.task, dev))
+        g = torch.Generator(dev).manual_seed(tr.cfg.derived_seed(EXTRA_TEST_ROLE))
+        extra = tr.task.extra_tests(tc.test_size, g)
+        tr.extra_tests = {name: evaluate(model, tr.task, b)[0] for name, b in extra.items()}
         tr.t_end = time.perf_counter()

@@ -286,7 +286,10 @@ class SizeExperiment(Experiment):
         return Claim("ordering", text, hw < lb, values)
 
     def table(self, summary: Summary) -> list[dict]:
-        return [{k: c.get(k) for k in CELL_COLUMNS} for c in summary.data["cells"]]
+        """One row per cell; a task's extra test sets add a column each, test_acc[NAME]."""
+        names = sorted({n for c in summary.data["cells"] for n in c.get("extra_acc") or {}})
+        return [{**{k: c.get(k) for k in CELL_COLUMNS},
+                 **{f"test_acc[{n}]": (c.get("extra_acc") or {}).get(n) for n in names}} for c in summary.data["cells"]]
 
     def figures(self, summary: Summary, out: Path) -> list[Path]:
         cells = summary.data["cells"]
@@ -314,6 +317,14 @@ class SizeExperiment(Experiment):
                 v = [a for a in by[lab].get(N, []) if a is not None]
                 row.append(f"{100 * sum(v) / len(v):8.1f}%" if v else f"{'n/a':>9}")
             lines.append(f"  {lab:<22}" + "".join(row))
+        extra: dict[tuple[str, str], dict[int, list]] = defaultdict(dict)
+        for c in d["cells"]:
+            for name, a in (c.get("extra_acc") or {}).items():
+                if a is not None:
+                    extra[(c["label"], name)].setdefault(c["N"], []).append(a)
+        for (lab, name), by_N in sorted(extra.items()):
+            lines.append(f"  {lab + ' [' + name + ']':<22}" + "".join(
+                f"{100 * sum(by_N[N]) / len(by_N[N]):8.1f}%" if N in by_N else f"{'n/a':>9}" for N in d["Ns"]))
         for v in sorted({b["variant"] for b in d.get("baselines") or []}):
             bs = {b["N"]: b for b in d["baselines"] if b["variant"] == v}
             lines.append(f"  {'best trivial' + (f' [{v}]' if v else ''):<22}"

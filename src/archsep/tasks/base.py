@@ -120,6 +120,13 @@ class Task(abc.ABC):
                                f"tasks; a regression task's trivial baseline is `baseline` (MSE)")
         return {"constant": 1.0 - float(self.baseline)}
 
+    def extra_tests(self, n: int, generator: torch.Generator) -> dict[str, Batch]:
+        """Test sets besides `sample_test`, by name, each of `n` examples from `generator`: a run
+        with a test set reports its model's metric on each (`RunResult.extra["tests"]`). E.g.
+        Dyck's depth-preserving type swaps, the negatives a type-blind depth counter accepts.
+        Default: none."""
+        return {}
+
     def best_trivial(self, n: int, generator: torch.Generator) -> tuple[str, float]:
         """The best of `trivial_baselines(n, generator)`: (name, accuracy); a tie goes to the
         first listed ("constant" before any heuristic)."""

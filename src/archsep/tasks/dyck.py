@@ -149,6 +149,11 @@ class Dyck(ClassificationTask):
         op = torch.where(torch.rand(n, N, generator=generator, device=dev) < 0.5, 2, 1)
         return torch.where(hit, x ^ op, x)
 
+    def extra_tests(self, n: int, generator: torch.Generator) -> dict[str, Batch]:
+        """"type-swaps": accuracy on them says whether a model reads bracket types at all (a
+        type-blind depth counter scores 0% there and 95% on the ordinary test set at N = 100)."""
+        return {"type-swaps": self.sample_type_swaps(n, generator)}
+
     def sample_type_swaps(self, n: int, generator: torch.Generator) -> Batch:
         """n depth-preserving negatives (label 0): positives with c ~ U{1..max(1, N//10)}
         distinct brackets' types swapped (xor 2, open/close kept), redrawn while still in the
