@@ -56,6 +56,8 @@ def main() -> int:
     if first:
         print(f"first ETA: {first[0] + first[1]:.0f} s in all (at {first[0]:.0f} s elapsed); "
               f"wall {wall:.0f} s: ratio {(first[0] + first[1]) / wall:.2f}")
+        later = sorted({a: a + b for a, b in etas}.items())
+        print("ETA (elapsed -> total): " + ", ".join(f"{a:.0f}->{t:.0f}" for a, t in later))
     paper = [c for c in summary["claims"] if c["kind"] in ("separation", "ordering")]
     bad = [c for c in paper if c["held"] is not True]
     for c in summary["claims"]:

@@ -7,6 +7,7 @@ executor (`local` process pool or `ray`) only computes; this process alone write
 from __future__ import annotations
 
 import sqlite3
+import os
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
@@ -104,7 +105,10 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
                    dynamic_ncols=True, smoothing=0.0,
                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix} [{elapsed}<{remaining}]")
         bar.set_postfix_str(f"0/{len(todo)} runs", refresh=False)
-        finished_now = 0
+        finished_now, held_back = 0, 0.0
+        # no ETA from the first run or two alone (one run that stopped early says little of the
+        # rest): the bar moves once more runs than workers have finished
+        warm = min(len(todo), max(3, (workers or os.cpu_count() or 1) + 1))
         failures = 0
         ex = None
         try:
@@ -126,7 +130,10 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
                         bar.set_postfix_str(f"{finished_now}/{len(todo)} runs, failed={failures}, last: {label} "
                                             f"N={r.config['task_params'].get('N', '?')} {r.status} samples={r.samples}",
                                             refresh=False)
-                        bar.update(weights.get(r.run_id, 0.0))
+                        held_back += weights.get(r.run_id, 0.0)
+                        if finished_now >= warm:
+                            bar.update(held_back)
+                            held_back = 0.0
                         if on_result:
                             on_result(r)
         finally:
