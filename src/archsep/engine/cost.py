@@ -166,7 +166,7 @@ def step_costs(configs: Sequence[RunConfig], measure: bool = True) -> dict[str, 
                 sc = step_cost(cfg)
                 new[key] = [sc.cpu_s, sc.eval_s, sc.ops]
             else:
-                sc = _extrapolate(timed[-2:], flops[N], N)
+                sc = _extrapolate(timed[-2:], flops[N], N, by_N[N].build_task().fixed_shapes)
                 _HOW[key] = "extrapolated"
             _STEPS[key] = out[key] = sc
             if N is not None and i < TIMED_LENGTHS:
@@ -194,13 +194,24 @@ def estimated_flops(cfg: RunConfig) -> float:
     return _FLOPS_EST.get(cost_key(cfg)) or step_flops(cfg)
 
 
+def _power(y1: float, y2: float, x1: float, x2: float, x: float) -> float:
+    """y at x on the power law through (x1, y1), (x2, y2), its exponent held to [1, 2]: growth
+    between linear (a recurrence) and quadratic (attention) in the length."""
+    p = math.log(y2 / y1) / math.log(x2 / x1) if min(y1, y2, x1) > 0 and x2 > x1 else 1.0
+    return y2 * (x / x2) ** min(2.0, max(1.0, p))
+
+
 def _family_flops(Ns: list, by_N: dict) -> dict:
     """FLOPs per length: counted at the three shortest, the quadratic through them beyond (at
-    least linear growth from the longest counted)."""
+    least linear growth from the longest counted). A task trained on variable lengths is counted
+    on one batch of a random length, so there the power law through the two longest counted
+    (exponent in [1, 2]) extrapolates instead."""
     out = {N: step_flops(by_N[N]) for N in Ns[:3]}
     if len(Ns) <= 3 or None in Ns:
         return {**out, **{N: step_flops(by_N[N]) for N in Ns[3:]}}
     (x0, x1, x2), (y0, y1, y2) = Ns[:3], (out[N] for N in Ns[:3])
+    if not by_N[Ns[0]].build_task().fixed_shapes:
+        return {**out, **{N: _power(y1, y2, x1, x2, N) for N in Ns[3:]}}
     for N in Ns[3:]:
         quad = (y0 * (N - x1) * (N - x2) / ((x0 - x1) * (x0 - x2)) + y1 * (N - x0) * (N - x2) / ((x1 - x0) * (x1 - x2))
                 + y2 * (N - x0) * (N - x1) / ((x2 - x0) * (x2 - x1)))
@@ -208,11 +219,16 @@ def _family_flops(Ns: list, by_N: dict) -> dict:
     return out
 
 
-def _extrapolate(timed: list[tuple[float, StepCost]], flops: float, N: float) -> StepCost:
+def _extrapolate(timed: list[tuple[float, StepCost]], flops: float, N: float, fixed: bool = True) -> StepCost:
     """A longer shape's cost from two shorter ones of its family: time linear in FLOPs through
     both points (through the longer point and the origin where the fit would fall below it),
-    operators linear in N."""
+    operators linear in N. For a task trained on variable lengths (`fixed` false), whose FLOPs
+    are one random batch's, time follows the power law in N through the two points instead."""
     (n1, a), (n2, b) = timed[0], timed[1]
+    if not fixed:
+        ratio = _power(a.cpu_s, b.cpu_s, n1, n2, N) / b.cpu_s if b.cpu_s > 0 else 1.0
+        ops = max(b.ops, round(b.ops * N / n2))
+        return StepCost(b.cpu_s * ratio, b.eval_s * ratio, flops, int(ops))
 
     def line(y1: float, y2: float, x1: float, x2: float, x: float) -> float:
         if x2 > x1 and y2 > y1:
@@ -264,7 +280,7 @@ def step_cost(cfg: RunConfig) -> StepCost:
             t0 = time.perf_counter()
             step()
             times.append(time.perf_counter() - t0)
-            if sum(times) > 1.5:  # a slow model: a second or two of it says enough
+            if sum(times) > 0.75:  # a slow model: a second of it says enough
                 break
         held = task.sample_test(CHUNK, gen)
         with torch.no_grad():
