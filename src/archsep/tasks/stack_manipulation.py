@@ -24,7 +24,8 @@ END only for N <= 2.
 Trivial baselines (`trivial_baselines`, on `sample_test` at length N): the constant, and
 "input-majority": the more frequent of the bits the input pushes (initial stack and PUSH
 operations; 0 on a tie) at every target position, never END, which a bag-of-tokens model
-computes; the final stack is made of those bits, so it beats the constant a little.
+computes; the final stack is made of those bits, so it beats the constant: 55.1% at N = 10,
+54.7% at N = 40, 53.5% at N = 100 (measured on 20000 examples; the constant 43.5 / 48.2 / 49.3%).
 
 Lengths: `train_lengths`, `min_length`, `sample_length(n, k, generator)` for other lengths:
 see `archsep.tasks.formal`.
@@ -50,21 +51,16 @@ NAMES = {0: "0", 1: "1", POP: "POP", PUSH0: "PUSH0", PUSH1: "PUSH1", SEP: "SEP",
 def expected_length(k: int) -> float:
     """E[length of the final stack] for inputs of length k: initial length s ~ U{1..k-1}
     (1 for k = 1), then k - s operations, each a POP (length - 1, not below 0) with probability
-    1/3 or a PUSH (length + 1) with probability 2/3. Exact, by propagating the distribution."""
+    1/3 or a PUSH (length + 1) with probability 2/3. Exact up to rounding, in O(k^2): g_t(l), the
+    expected final length after t operations from length l, obeys g_0(l) = l and
+    g_{t+1}(l) = g_t(max(l - 1, 0)) / 3 + 2 g_t(l + 1) / 3, and is needed where l + t = k."""
     if k == 1:
         return 1.0
+    g = [float(length) for length in range(k + 1)]  # g_0 on 0..k; g_t stays exact on l <= k - t
     total = 0.0
-    for s in range(1, k):
-        p = [0.0] * (k + 1)
-        p[s] = 1.0
-        for _ in range(k - s):
-            q = [0.0] * (k + 1)
-            for length, pr in enumerate(p):
-                if pr:
-                    q[max(length - 1, 0)] += pr / 3
-                    q[length + 1] += 2 * pr / 3
-            p = q
-        total += sum(length * pr for length, pr in enumerate(p))
+    for t in range(1, k):  # g_t, then the initial length s = k - t
+        g = [g[max(length - 1, 0)] / 3 + 2 * g[length + 1] / 3 for length in range(k - t + 1)]
+        total += g[k - t]
     return total / (k - 1)
 
 
