@@ -202,6 +202,9 @@ def test_rotation_off_allows_an_odd_head_width():
 PAPER_A_CLASSIFICATION = [n for n in TASKS.names() if TASKS.get(n).kind == "classification"]
 TASK_PARAMS = {"dyck": {"N": 8}, "equality": {"N": 8}, "index-lookup": {"N": 6, "vocab": 6},
                "nearest-neighbour": {"N": 8, "d": 4}}
+TASK_PARAMS.update({  # the formal-language tasks (Deletang et al. 2023)
+    "parity": {"N": 6}, "even-pairs": {"N": 6}, "modular-arithmetic": {"N": 5}, "reverse-string": {"N": 4},
+    "duplicate-string": {"N": 4}, "stack-manipulation": {"N": 4}})
 
 
 @pytest.mark.parametrize("task", PAPER_A_CLASSIFICATION)

@@ -12,6 +12,9 @@ from .base import Batch, Task, TaskSpec
 from .registry import TASKS
 from . import qstr  # noqa: F401  (registers)
 from . import dyck, equality, index_lookup, nearest_neighbour  # noqa: F401  (paper A, registers)
+# formal languages (Deletang et al. 2023, the Chomsky-hierarchy benchmark; registers)
+from . import duplicate_string, even_pairs, modular_arithmetic, parity  # noqa: F401
+from . import reverse_string, stack_manipulation  # noqa: F401
 
 
 def make_task(name: str, **params: Any) -> Task:
