@@ -12,6 +12,9 @@ from .base import Batch, Task, TaskSpec
 from .registry import TASKS
 from . import qstr  # noqa: F401  (registers)
 from . import dyck, equality, index_lookup, nearest_neighbour  # noqa: F401  (paper A, registers)
+from . import mqar  # noqa: F401  (Zoology's MQAR on tokens, registers)
+from . import compression, fuzzy_recall, in_context_recall, memorization  # noqa: F401  (mad-lab, registers)
+from . import noisy_recall, selective_copying  # noqa: F401  (mad-lab, registers)
 
 
 def make_task(name: str, **params: Any) -> Task:
