@@ -339,6 +339,7 @@ def test_fuzzy_recall_uses_every_key_and_value_length():
     ("mqar", {"N": 64, "vocab": 16}, "pairs"),  # 16 keys need vocab 32
     ("mqar", {"pairs": 0}, "pairs"),
     ("mqar", {"power_a": 0.0}, "power_a"),
+    ("mqar", {"power_a": 1.5}, "power_a"),
     ("mqar", {"power_a": float("nan")}, "power_a"),
     ("in-context-recall", {"N": 11}, "N"),
     ("in-context-recall", {"vocab": 3}, "vocab"),
@@ -376,3 +377,45 @@ def test_sampling_on_the_generators_device_only():
         before = torch.get_rng_state()
         make_task(name).sample(4, gen(0))
         assert torch.equal(before, torch.get_rng_state())
+
+
+@pytest.mark.parametrize("name, params", [("in-context-recall", {"N": 20, "vocab": 12}),
+                                          ("noisy-recall", {"N": 20, "vocab": 20, "noise_vocab": 4}),
+                                          ("fuzzy-recall", {"N": 40, "vocab": 10, "key_len": 2, "value_len": 2})])
+def test_the_probe_is_uniform_over_the_distinct_keys_shown(name, params):
+    """The probe's number of occurrences in the prompt: uniform over the distinct keys shown, its mean
+    is E[pairs / distinct keys]; a probe drawn per pair (frequency-weighted), or the last pair's
+    key, would average E[sum of squared counts / pairs], visibly more (repeated keys)."""
+    task = make_task(name, **params)
+    p = task.params()
+    b = task.sample(6000, gen(8))
+    hit, expect = 0.0, 0.0
+    for i in range(len(b)):
+        x = b.x[i].tolist()
+        ORACLES[name](p, x, sorted(targets_of(b, i)))  # the structure holds
+        if name == "fuzzy-recall":
+            K, mark, pad = (p["vocab"] - 2) // 2, p["vocab"] - 1, p["vocab"] - 2
+            body = [t for t in x[:x.index(mark)] if t != pad]
+            keys, run = [], []
+            for t in body + [K]:  # split into key runs (a sentinel value id ends the last)
+                if t < K:
+                    run.append(t)
+                elif run:
+                    keys.append(tuple(run))
+                    run = []
+            probe = tuple(x[x.index(mark) + 1:len(x) - p["value_len"]])
+        else:
+            n = p["vocab"] - 1 - p.get("noise_vocab", 0)
+            keys = [x[j] for j in range(0, len(x) - 2, 2) if x[j] < n // 2]
+            probe = x[-1]
+        hit += keys.count(probe)
+        expect += len(keys) / len(set(keys))
+    assert hit / len(b) == pytest.approx(expect / len(b), abs=0.05)
+
+
+def test_selective_copying_data_positions_are_uniform():
+    task = make_task("selective-copying", N=40, vocab=8, tokens=5)
+    b = task.sample(6000, gen(3))
+    region = b.x[:, :task.region]
+    rate = (region != task.blank).float().mean(0)  # each position holds data with probability T/R
+    assert float((rate - 5 / task.region).abs().max()) < 0.025

@@ -104,7 +104,8 @@ class FuzzyRecall(ClassificationTask):
         kids = torch.rand(n, m, K, generator=generator, device=dev).argsort(-1)[..., :kl].tolist()
         vids = (K + torch.rand(n, m, self.n_values, generator=generator, device=dev).argsort(-1)[..., :vl]).tolist()
         pick = torch.rand(n, generator=generator, device=dev).tolist()
-        xs, first = [], []
+        xs: list[list[int]] = []
+        first: list[list[int]] = []  # q's value ids, -1 past its end
         for i in range(n):
             table: dict[tuple[int, ...], tuple[int, ...]] = {}
             prompt: list[int] = []

@@ -12,8 +12,9 @@ P = `pairs` pairs (default N // 4) and is laid out as Zoology's generator lays i
   each set uniform without replacement;
 - positions 2P .. N-1, the query region of S = (N - 2P) // 2 slots at positions 2P + 2s
   (s = 0..S-1): P distinct slots are drawn without replacement with weights proportional to
-  (s+1)^(power_a - 1) (Zoology's power law, `power_a` = 0.01 by default: nearby slots are far
-  more likely; power_a = 1 is uniform), and the i-th slot drawn holds the query k_i. Every key
+  (s+1)^(power_a - 1) (Zoology's power law, `power_a` in (0, 1], 0.01 by default: nearby slots
+  are far more likely; power_a = 1 is uniform), and the i-th slot drawn holds the query k_i (as
+  Zoology matches its keys, in prompt order, to its slots, in the order drawn). Every key
   is queried exactly once, in a random order.
 - every other position (the odd positions of the query region, unused slots, and the last
   position when N - 2P is odd) holds a filler uniform over the whole vocabulary (Zoology's
@@ -69,7 +70,8 @@ class MQAR(ClassificationTask):
                   f"got {self.pairs}")
         check(self.n_pairs <= self.vocab // 2, "pairs",
               f"{self.n_pairs} distinct keys need vocab >= {2 * self.n_pairs}, got vocab {self.vocab}")
-        check(math.isfinite(self.power_a) and self.power_a > 0, "power_a", f"must be > 0, got {self.power_a}")
+        check(math.isfinite(self.power_a) and 0 < self.power_a <= 1, "power_a",
+              f"must be in (0, 1] (1: uniform slots), got {self.power_a}")
 
     @property
     def n_pairs(self) -> int:
