@@ -201,7 +201,13 @@ def test_rotation_off_allows_an_odd_head_width():
 # --- with archsep's tasks and engine ---------------------------------------------------------------
 PAPER_A_CLASSIFICATION = [n for n in TASKS.names() if TASKS.get(n).kind == "classification"]
 TASK_PARAMS = {"dyck": {"N": 8}, "equality": {"N": 8}, "index-lookup": {"N": 6, "vocab": 6},
-               "nearest-neighbour": {"N": 8, "d": 4}}
+               "nearest-neighbour": {"N": 8, "d": 4},
+               # the field's token tasks (docs/token_tasks.md), at their docstring examples' sizes
+               "mqar": {"N": 16, "vocab": 16, "pairs": 4}, "in-context-recall": {"N": 12, "vocab": 16},
+               "noisy-recall": {"N": 12, "vocab": 32, "noise_vocab": 16},
+               "fuzzy-recall": {"N": 17, "vocab": 16, "key_len": 2, "value_len": 2},
+               "selective-copying": {"N": 12, "vocab": 16, "tokens": 3}, "compression": {"N": 5, "vocab": 16},
+               "memorization": {"N": 8, "vocab": 16}}
 TASK_PARAMS.update({  # the formal-language tasks (Deletang et al. 2023)
     "parity": {"N": 6}, "even-pairs": {"N": 6}, "modular-arithmetic": {"N": 5}, "reverse-string": {"N": 4},
     "duplicate-string": {"N": 4}, "stack-manipulation": {"N": 4}})

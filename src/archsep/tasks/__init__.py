@@ -15,6 +15,9 @@ from . import dyck, equality, index_lookup, nearest_neighbour  # noqa: F401  (pa
 # formal languages (Deletang et al. 2023, the Chomsky-hierarchy benchmark; registers)
 from . import duplicate_string, even_pairs, modular_arithmetic, parity  # noqa: F401
 from . import reverse_string, stack_manipulation  # noqa: F401
+from . import mqar  # noqa: F401  (Zoology's MQAR on tokens, registers)
+from . import compression, fuzzy_recall, in_context_recall, memorization  # noqa: F401  (mad-lab, registers)
+from . import noisy_recall, selective_copying  # noqa: F401  (mad-lab, registers)
 
 
 def make_task(name: str, **params: Any) -> Task:
