@@ -32,7 +32,7 @@ BOTH = ("training", "as-published")
 @EXPERIMENTS.register("qstr-fig1a")
 class Fig1a(SampleComplexityExperiment):
     description = "1STR, linear link, d=10: samples to test MSE < 0.7 (paper B, Fig. 1a)"
-    runtime = {"quick": "about 2-3 min (2 CPU cores)", "full": "about 37 min (2 CPU cores)"}
+    runtime = {"quick": "about 70 s (2 CPU cores, idle)", "full": "about 37 min (2 CPU cores)"}
     published = {"TF": {2: 2900, 4: 5700, 6: 10500, 8: 14600, 10: 15900, 12: 17100},
                  "RNN": {2: 1500, 4: 16300, 6: 32900, 8: 41000, 10: 58800, 12: 73800},
                  "FFN": {2: 2000, 4: 9100, 6: 20300, 8: 40000, 10: 65800, 12: 115000}}
