@@ -62,3 +62,33 @@ def test_list_names_the_registered_things(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "qstr-fig1a" in out and "relu-teacher" in out and "rnn" in out
+
+
+def test_list_gives_every_registered_name_a_summary_and_models_their_state(capsys):
+    from archsep.cli.describe import _registries
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    lines = {ln.split()[0]: ln for ln in out.splitlines() if ln.startswith("  ")}
+    for _, reg in _registries():
+        for name in reg.names():
+            assert name in lines and len(lines[name].split(None, 1)) == 2, name  # a summary beside it
+    assert "state 128 floats" in lines["lstm"] and "not recurrent" in lines["tf-preln"]
+    assert "was rnn" in lines["rnn-b"]
+
+
+@pytest.mark.parametrize("name, field", [("dyck", "N: int = 100"), ("retnet", "heads: int = 4"),
+                                         ("qstr-fig1a", "scales: ")])
+def test_describe_prints_parameters_and_documentation(capsys, name, field):
+    assert main(["describe", name]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(name + " (") and field in out
+
+
+def test_describe_an_unknown_name_is_one_line_and_imports_nothing(capsys):
+    assert main(["describe", "this:Zen"]) == 2  # an import string is a name to look up, not code to run
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "NAME: 'this:Zen' is not a registered" in err
+    import sys
+
+    assert "this" not in sys.modules

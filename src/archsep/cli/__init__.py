@@ -83,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run nothing: print the runs' FLOPs and estimated time here and on a GPU")
     r.add_argument("--no-progress", action="store_true")
 
-    sub.add_parser("list", help="list presets, tasks, architectures and links")
+    from .describe import add_parsers as _describe_parsers  # list, describe
+
+    _describe_parsers(sub)
     from .sweep import add_parsers as _sweep_parsers  # sweep, status, export, report
 
     _sweep_parsers(sub, _positive_int)
@@ -118,18 +120,10 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     return errors_exit(summary.results, summary.out)
 
 
-def cmd_list(a: argparse.Namespace) -> int:
-    from ..models import MODELS
-    from ..experiments import PRESETS
-    from ..tasks import TASKS
-    from ..tasks.links import LINKS
+COMMANDS = {"reproduce": cmd_reproduce}
+from .describe import COMMANDS as _DESCRIBE_COMMANDS  # noqa: E402
 
-    for title, reg in (("presets", PRESETS), ("tasks", TASKS), ("archs", MODELS), ("links", LINKS)):
-        print(f"{title}: {', '.join(reg.names())}")
-    return 0
-
-
-COMMANDS = {"reproduce": cmd_reproduce, "list": cmd_list}
+COMMANDS.update(_DESCRIBE_COMMANDS)
 from .sweep import COMMANDS as _SWEEP_COMMANDS  # noqa: E402
 
 COMMANDS.update(_SWEEP_COMMANDS)
