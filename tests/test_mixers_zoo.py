@@ -13,12 +13,12 @@ from archsep.errors import ArchsepError
 from archsep.models import make_model_config
 from archsep.models.deltanet import delta_chunked
 from archsep.models.gla import LOG_ALPHA_MIN, GatedLinearAttention, gla_chunked
-from archsep.models.mamba2 import decay_last_row, decay_matrix
+from archsep.models.mamba2 import decay_last_row, decay_matrix, ssd_chunked
 from archsep.tasks import TASKS
 from archsep.tasks.base import TaskSpec
 from archsep.testing import check_model
 
-# seq_len 40: the chunked forms (chunks of 16) are tested within one chunk, at its edge and across
+# seq_len 40: the chunked forms (chunks of 16; Mamba-2's of 32) are tested within one chunk, at its edge and across
 TOKENS = TaskSpec(input="tokens", input_dim=11, seq_len=40, output_dim=4, readout="last")
 VECTORS = TaskSpec(input="vector", input_dim=3, seq_len=40, output_dim=2, readout="all")
 
@@ -146,6 +146,19 @@ def test_delta_rule_step_is_the_error_correcting_update():
     v = _rand(B, H, 2, d, seed=2)
     out = delta_chunked(k, k, v, torch.ones(B, H, 2, dtype=torch.float64), torch.zeros(B, H, 2, dtype=torch.float64))
     torch.testing.assert_close(out[:, :, 1], v[:, :, 1], rtol=0, atol=1e-12)  # o_1 = S_1 k_1 = v_1
+
+
+@pytest.mark.parametrize("L, chunk", [(1, 32), (32, 32), (37, 32), (37, 4), (9, 1)])
+def test_ssd_chunked_is_the_recurrence(L, chunk):
+    b, H, P, N = 2, 3, 4, 5
+    x, B, C = _rand(b, H, L, P, seed=1), _rand(b, H, L, N, seed=2), _rand(b, H, L, N, seed=3)
+    dt = torch.nn.functional.softplus(_rand(b, H, L, seed=4))
+    log_a = -3 * dt
+    h, ref = torch.zeros(b, H, N, P, dtype=torch.float64), []
+    for t in range(L):
+        h = log_a[:, :, t, None, None].exp() * h + B[:, :, t, :, None] * (dt[:, :, t, None] * x[:, :, t])[:, :, None, :]
+        ref.append(C[:, :, t, None, :] @ h)  # (b, H, 1, P)
+    torch.testing.assert_close(ssd_chunked(x, dt, log_a, B, C, chunk), torch.cat(ref, 2), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("shape", [(1,), (7,), (2, 3, 40)])

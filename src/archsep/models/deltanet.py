@@ -70,12 +70,14 @@ def delta_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch
     qg = g.exp()[..., None] * q  # (B, H, n, C, d)
     kg = (g[..., -1:] - g).exp()[..., None] * k  # (B, H, n, C, d) keys decayed to the chunk's end
     S = q.new_zeros(q.shape[:2] + (v.shape[-1], k.shape[-1]))  # (B, H, d_v, d_k)
-    outs = []
-    for c in range(q.shape[2]):
-        Uc = U[:, :, c] - W[:, :, c] @ S.transpose(-1, -2)  # (B, H, C, d_v)
-        outs.append(qg[:, :, c] @ S.transpose(-1, -2) + QK[:, :, c] @ Uc)  # (B, H, C, d_v)
-        S = g[:, :, c, -1, None, None].exp() * S + Uc.transpose(-1, -2) @ kg[:, :, c]  # (B, H, d_v, d_k)
-    return torch.stack(outs, 2).flatten(2, 3)[:, :, :L]  # (B, H, L, d_v)
+    starts, news = [], []
+    decays = g[..., -1, None, None].exp()  # (B, H, n, 1, 1)
+    for U_c, W_c, kg_c, decay in zip(U.unbind(2), W.unbind(2), kg.unbind(2), decays.unbind(2)):  # see gla_chunked
+        starts.append(S)
+        news.append(U_c - W_c @ S.transpose(-1, -2))  # (B, H, C, d_v) U' = U - W S0^T
+        S = decay * S + news[-1].transpose(-1, -2) @ kg_c  # (B, H, d_v, d_k)
+    o = qg @ torch.stack(starts, 2).transpose(-1, -2) + QK @ torch.stack(news, 2)  # (B, H, n, C, d_v)
+    return o.flatten(2, 3)[:, :, :L]  # (B, H, L, d_v)
 
 
 class DeltaRule(Mixer):

@@ -59,9 +59,9 @@ def gla_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_a: torch.
     kv = (k * (b_last - b).exp()).transpose(-1, -2) @ v  # (B, H, n, dk, dv): a chunk's keys at its end
     S = q.new_zeros(q.shape[:2] + (q.shape[-1], v.shape[-1]))  # (B, H, dk, dv)
     starts = []
-    for c in range(q.shape[2]):
-        starts.append(S)
-        S = b_last[:, :, c, 0, :, None].exp() * S + kv[:, :, c]  # (B, H, dk, dv)
+    for decay, kv_c in zip(b_last[..., 0, :, None].exp().unbind(2), kv.unbind(2)):  # unbind: no per-chunk
+        starts.append(S)  # gradient buffers of the whole (B, H, n, ...) as indexing would give
+        S = decay * S + kv_c  # (B, H, dk, dv)
     o = intra @ v + qd @ torch.stack(starts, 2)  # (B, H, n, C, dv)
     return o.flatten(2, 3)[:, :, :L]  # (B, H, L, dv)
 

@@ -10,19 +10,23 @@ channels, G groups of B and C with d_state = N entries each):
     out = W_out RMSNorm(y ⊙ silu(z))
 B and C are shared by the H/G heads of a group (G = 1: one B and C for all heads, as in the
 paper's multi-value form). Forms, both computing the same outputs:
-- parallel (training) form, SSD's quadratic form per head: Y = (L ⊙ C B^T) (dt ⊙ X) + D X with
-  L[t, s] = prod_{s<r<=t} a_r for s <= t, else 0. `decay_matrix` computes log L as a masked
-  cumulative sum over positions (sums of log a_r over each segment, never a difference of two
-  long cumulative sums), then exponentiates: every exponent is <= 0.
+- parallel (training) form, SSD's chunked form (`ssd_chunked`, chunks of CHUNK = 32 positions):
+  within a chunk the quadratic form per head, Y = (L ⊙ C B^T) (dt ⊙ X), with
+  L[t, s] = prod_{s<r<=t} a_r for s <= t, else 0; between chunks the state h passes at each
+  chunk's end, h_end = e^{g_last} h_start + (B ⊙ e^{g_last - g})^T (dt ⊙ X), and reaches a
+  chunk's outputs as (C ⊙ e^{g}) h_start (g: the sums of log a from the chunk's start; a loop
+  over L/CHUNK chunks). `decay_matrix` computes log L as a masked cumulative sum over positions
+  (the sums of log a_r over each segment, never a difference of two long cumulative sums), then
+  exponentiates; every exponent anywhere is <= 0. On one chunk (L <= CHUNK) this is the
+  quadratic form Y = (L ⊙ C B^T)(dt ⊙ X) + D X of the whole sequence.
 - recurrent form: `step`, from the state h and the conv buffer (the last d_conv - 1 conv inputs).
 A pruned last block needs one row of L: the sums of log a over each suffix.
 
 Simplifications, stated: the stack's GELU MLP follows each Mamba-2 mixer (Mamba-2 language models
 stack mixers alone); the gated norm is one RMSNorm over E (the paper's grouped norm with G groups
-is the same for G = 1); no initial states, no chunked form (the quadratic form is exact and
-L x L per head, like attention). Init as in the paper: A = exp(A_log) uniform in [1, 16] per
-head, softplus(dt_bias) log-uniform in [dt_min, dt_max], D = 1. No absolute positions by default
-(`positions` can add them).
+is the same for G = 1); no initial states. Init as in the paper: A = exp(A_log) uniform in
+[1, 16] per head, softplus(dt_bias) log-uniform in [dt_min, dt_max], D = 1. No absolute
+positions by default (`positions` can add them).
 
 State: per layer H * N * P = E * N floats of h plus the conv buffer (d_conv - 1) * (E + 2GN).
 """
@@ -43,6 +47,8 @@ from .mamba import RMSNorm
 from .mixer_stack import POSITIONS, Mixer, MixerStack
 from .registry import MODELS
 
+CHUNK = 32
+
 
 def decay_matrix(log_a: torch.Tensor) -> torch.Tensor:
     """log_a (..., L) -> (..., L, L) L[t, s] = exp(sum_{s<r<=t} log_a[r]) for s <= t, else 0."""
@@ -58,6 +64,27 @@ def decay_last_row(log_a: torch.Tensor) -> torch.Tensor:
     """log_a (..., L) -> (..., 1, L), the last row of `decay_matrix`: exp(sum_{s<r<L} log_a[r])."""
     suffix = log_a.flip(-1).cumsum(-1).flip(-1)  # (..., L) sum_{r>=s}
     return F.pad(suffix[..., 1:], (0, 1)).exp()[..., None, :]  # (..., 1, L) sum_{r>s}
+
+
+def ssd_chunked(x: torch.Tensor, dt: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
+                chunk: int = CHUNK) -> torch.Tensor:
+    """x (b, H, L, P), dt and log_a (b, H, L), B and C (b, H, L, N) -> y (b, H, L, P) without D x:
+    y_t = C_t h_t, h_t = e^{log_a_t} h_{t-1} + B_t^T (dt_t x_t), h_0 = 0, chunk by chunk (module doc)."""
+    L = x.shape[2]
+    pad = -L % chunk  # padded positions at the end: dt = 0, decay 1; sliced off
+    x, B, C = (F.pad(m, (0, 0, 0, pad)).unflatten(2, (-1, chunk)) for m in (x, B, C))  # (b, H, n, c, .)
+    dt, log_a = (F.pad(m, (0, pad)).unflatten(2, (-1, chunk)) for m in (dt, log_a))  # (b, H, n, c)
+    xdt = dt[..., None] * x  # (b, H, n, c, P)
+    g = log_a.cumsum(-1)  # (b, H, n, c) log decay from the chunk's start, inclusive
+    y = ((C @ B.transpose(-1, -2)) * decay_matrix(log_a)) @ xdt  # (b, H, n, c, P): SSD's quadratic form per chunk
+    ends = ((g[..., -1:] - g).exp()[..., None] * B).transpose(-1, -2) @ xdt  # (b, H, n, N, P) a chunk's h at its end
+    h = x.new_zeros(x.shape[:2] + (B.shape[-1], x.shape[-1]))  # (b, H, N, P)
+    starts = []
+    for decay, end in zip(g[..., -1, None, None].exp().unbind(2), ends.unbind(2)):  # unbind: see gla_chunked
+        starts.append(h)
+        h = decay * h + end  # (b, H, N, P)
+    y = y + (g.exp()[..., None] * C) @ torch.stack(starts, 2)  # (b, H, n, c, P)
+    return y.flatten(2, 3)[:, :, :L]  # (b, H, L, P)
 
 
 class SSD(Mixer):
@@ -77,33 +104,31 @@ class SSD(Mixer):
         self.norm = RMSNorm(E)
         self.out = nn.Linear(E, width, bias=False)
 
-    def _split(self, zxbcdt: torch.Tensor, xBC: torch.Tensor
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The in-projection (..., E + conv_dim + H) and the conv's output (..., conv_dim) ->
-        z (..., E), x (..., H, P), B and C (..., H, N) (each head its group's), dt and log a (..., H)."""
-        z, dt = zxbcdt[..., :self.E], zxbcdt[..., self.E + self.conv_dim:]
+    def _split(self, xBC: torch.Tensor, dt: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The conv's output (..., conv_dim) and the dt projection (..., H) -> x (..., H, P),
+        B and C (..., H, N) (each head its group's), dt and log a (..., H)."""
         x, B, C = xBC.split([self.E, self.G * self.N, self.G * self.N], -1)
         B, C = (m.unflatten(-1, (self.G, self.N)).repeat_interleave(self.H // self.G, -2) for m in (B, C))
         dt = F.softplus(dt + self.dt_bias)
-        return z, x.unflatten(-1, (self.H, self.P)), B, C, dt, -dt * self.A_log.exp()
+        return x.unflatten(-1, (self.H, self.P)), B, C, dt, -dt * self.A_log.exp()
 
     def _output(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         return self.out(self.norm(y * F.silu(z)))
 
     def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
         L = h.shape[1]
-        zxbcdt = self.in_proj(h)  # (B, L, E + conv_dim + H)
-        xBC = F.silu(self.conv(zxbcdt[..., self.E:self.E + self.conv_dim].transpose(1, 2))[..., :L].transpose(1, 2))
-        z, x, B, C, dt, log_a = self._split(zxbcdt, xBC)  # x (B, L, H, P), B, C (B, L, H, N), dt (B, L, H)
+        z, xBC, dt = self.in_proj(h).split([self.E, self.conv_dim, self.H], -1)  # (B, L, E / conv_dim / H)
+        xBC = F.silu(self.conv(xBC.transpose(1, 2))[..., :L].transpose(1, 2))  # (B, L, conv_dim)
+        x, B, C, dt, log_a = self._split(xBC, dt)  # x (B, L, H, P), B, C (B, L, H, N), dt (B, L, H)
         x, B, C = (m.transpose(1, 2) for m in (x, B, C))  # (B, H, L, P), (B, H, L, N), (B, H, L, N)
         log_a, dt = log_a.transpose(1, 2), dt.transpose(1, 2)  # (B, H, L)
-        if last_only:
-            C, z, xq = C[:, :, -1:], z[:, -1:], x[:, :, -1:]  # the last position's query
-            decay = decay_last_row(log_a)  # (B, H, 1, L)
+        if last_only:  # the last row of the quadratic form: C_L h_L
+            y = (C[:, :, -1:] @ B.transpose(-1, -2)) * decay_last_row(log_a) @ (dt[..., None] * x)  # (B, H, 1, P)
+            x, z = x[:, :, -1:], z[:, -1:]  # the last position's: (B, H, 1, P), (B, 1, E)
         else:
-            xq, decay = x, decay_matrix(log_a)  # (B, H, L, P), (B, H, L, L)
-        scores = (C @ B.transpose(-1, -2)) * decay  # (B, H, Lq, L)
-        y = scores @ (dt[..., None] * x) + self.D[:, None, None] * xq  # (B, H, Lq, P)
+            y = ssd_chunked(x, dt, log_a, B, C)  # (B, H, L, P)
+        y = y + self.D[:, None, None] * x  # (B, H, Lq, P)
         return self._output(y.transpose(1, 2).flatten(2), z)  # (B, Lq, W)
 
     def init_state(self, batch: int, device=None, dtype=None) -> dict[str, torch.Tensor]:
@@ -113,10 +138,10 @@ class SSD(Mixer):
     def step(self, h: torch.Tensor, state: dict[str, torch.Tensor], t: int
              ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Position t: h (B, W) -> output (B, W); h_t = a_t h_{t-1} + B_t^T (dt_t x_t), y_t = C_t h_t + D x_t."""
-        zxbcdt = self.in_proj(h)  # (B, E + conv_dim + H)
-        window = torch.cat([state["conv"], zxbcdt[:, self.E:self.E + self.conv_dim, None]], -1)  # (B, conv_dim, d_conv)
+        z, xBC, dt = self.in_proj(h).split([self.E, self.conv_dim, self.H], -1)  # (B, E), (B, conv_dim), (B, H)
+        window = torch.cat([state["conv"], xBC[..., None]], -1)  # (B, conv_dim, d_conv)
         xBC = F.silu((window * self.conv.weight[:, 0]).sum(-1) + self.conv.bias)  # type: ignore[operator]  # bias=True
-        z, x, B, C, dt, log_a = self._split(zxbcdt, xBC)  # x (B, H, P), B, C (B, H, N), dt (B, H)
+        x, B, C, dt, log_a = self._split(xBC, dt)  # x (B, H, P), B, C (B, H, N), dt (B, H)
         dtx = dt[..., None] * x  # (B, H, P)
         S = log_a.exp()[..., None, None] * state["h"] + B[..., :, None] * dtx[..., None, :]  # (B, H, N, P)
         y = (C[..., None, :] @ S)[..., 0, :] + self.D[:, None] * x  # (B, H, P)
