@@ -285,8 +285,8 @@ def test_bad_parameters_name_the_field(arch, params, field):
 
 # --- with archsep's tasks and engine ---------------------------------------------------------------
 PAPER_A_CLASSIFICATION = [n for n in TASKS.names() if TASKS.get(n).kind == "classification"]
-TASK_PARAMS = {"dyck": {"N": 8}, "equality": {"N": 8}, "index-lookup": {"N": 6, "vocab": 6},
-               "nearest-neighbour": {"N": 8, "d": 4}}
+# every classification task's small parameters: one table, kept beside the retnet helper's test
+from test_retnet_linear import TASK_PARAMS  # noqa: E402
 
 
 @pytest.mark.parametrize("task", PAPER_A_CLASSIFICATION)
