@@ -1,5 +1,6 @@
-"""Paper-A models: tf-preln, lstm, mamba, dss, retnet, linear-tf. Shapes on token and vector tasks, causality,
-scan equivalence, state size by counting, stacking under vmap, a small learning test."""
+"""Paper-A models: tf-preln, lstm, mamba, dss, retnet, linear-tf, gla, mamba2, deltanet. Shapes on
+token and vector tasks, causality, scan equivalence, state size by counting, stacking under vmap, a
+small learning test."""
 import copy
 
 import pytest
@@ -25,6 +26,10 @@ SMALL = [
     ("dss", {"layers": 2, "width": 8, "d_state": 4}),
     ("retnet", {"layers": 2, "width": 8, "heads": 2}),
     ("linear-tf", {"layers": 2, "width": 8, "heads": 2, "feature": "relu"}),
+    ("gla", {"layers": 2, "width": 8, "heads": 2}),
+    ("mamba2", {"layers": 2, "width": 8, "heads": 2, "d_state": 4}),
+    ("deltanet", {"layers": 2, "width": 8, "heads": 2}),
+    ("deltanet", {"layers": 1, "width": 8, "heads": 2, "gated": True}),
 ]
 
 
