@@ -37,7 +37,7 @@ from torch import nn
 from ..errors import check
 from ..tasks.base import TaskSpec
 from .base import ModelConfig
-from .mixer_stack import POSITIONS, Mixer, MixerStack
+from .mixer_stack import Mixer, MixerStack, check_positions, check_stack
 from .registry import MODELS
 
 CHUNK = 16
@@ -141,14 +141,9 @@ class GLAConfig(ModelConfig):
     positions: Literal["learned", "sinusoidal", "none"] = "none"
 
     def __post_init__(self) -> None:
-        check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
-        check(self.width >= 1, "width", f"must be >= 1, got {self.width}")
-        check(self.heads >= 1, "heads", f"must be >= 1, got {self.heads}")
-        check(self.width % self.heads == 0, "heads", f"must divide width {self.width}, got {self.heads}")
-        check(self.mlp_width is None or self.mlp_width >= 1, "mlp_width", f"must be >= 1, got {self.mlp_width}")
+        check_stack(self)
         check(self.tau > 0, "tau", f"must be > 0 (the decay is sigmoid(.)^(1/tau)), got {self.tau}")
-        check(self.positions in POSITIONS, "positions",
-              f"must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
+        check_positions(self)
 
     def short_name(self) -> str:
         return f"GLA-({self.layers},{self.width})"

@@ -25,7 +25,7 @@ from torch import nn
 from ..errors import check
 from ..tasks.base import TaskSpec
 from .base import ModelConfig
-from .mixer_stack import POSITIONS, Mixer, MixerStack
+from .mixer_stack import Mixer, MixerStack, check_positions, check_stack
 from .registry import MODELS
 
 
@@ -101,14 +101,9 @@ class LinearTransformerConfig(ModelConfig):
     positions: Literal["learned", "sinusoidal", "none"] = "learned"
 
     def __post_init__(self) -> None:
-        check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
-        check(self.width >= 1, "width", f"must be >= 1, got {self.width}")
-        check(self.heads >= 1, "heads", f"must be >= 1, got {self.heads}")
-        check(self.width % self.heads == 0, "heads", f"must divide width {self.width}, got {self.heads}")
-        check(self.mlp_width is None or self.mlp_width >= 1, "mlp_width", f"must be >= 1, got {self.mlp_width}")
+        check_stack(self)
         check(self.feature in FEATURES, "feature", f"must be one of {', '.join(FEATURES)}, got {self.feature!r}")
-        check(self.positions in POSITIONS, "positions",
-              f"must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
+        check_positions(self)
 
     def short_name(self) -> str:
         return f"LinTF-({self.layers},{self.width})"

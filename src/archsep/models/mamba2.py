@@ -44,7 +44,7 @@ from ..errors import check
 from ..tasks.base import TaskSpec
 from .base import ModelConfig
 from .mamba import RMSNorm
-from .mixer_stack import POSITIONS, Mixer, MixerStack
+from .mixer_stack import Mixer, MixerStack, check_positions
 from .registry import MODELS
 
 CHUNK = 32
@@ -186,8 +186,7 @@ class Mamba2Config(ModelConfig):
         check(self.heads % self.groups == 0, "groups", f"must divide heads {self.heads}, got {self.groups}")
         check(0 < self.dt_min <= self.dt_max, "dt_min", f"need 0 < dt_min <= dt_max, got {self.dt_min}, {self.dt_max}")
         check(self.mlp_width is None or self.mlp_width >= 1, "mlp_width", f"must be >= 1, got {self.mlp_width}")
-        check(self.positions in POSITIONS, "positions",
-              f"must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
+        check_positions(self)
 
     def short_name(self) -> str:
         return f"Mamba2-({self.layers},{self.width})"

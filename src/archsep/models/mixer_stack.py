@@ -14,17 +14,32 @@ computes the last query alone.
 """
 from __future__ import annotations
 
+import typing
 from typing import Protocol
 
 import torch
 from torch import nn
 
-from ..errors import ArchsepError
+from ..errors import ArchsepError, check
 from ..tasks.base import TaskSpec
 from .base import SeqModel, input_layer
 from .transformer import sinusoidal_positions
 
 POSITIONS = ("learned", "sinusoidal", "none")
+
+
+def check_stack(cfg: typing.Any) -> None:
+    """The checks every mixer stack's config shares: layers, width and heads >= 1, heads dividing
+    the width, mlp_width >= 1 when set. A config runs its own after it, then `check_positions`."""
+    check(cfg.layers >= 1, "layers", f"must be >= 1, got {cfg.layers}")
+    check(cfg.width >= 1, "width", f"must be >= 1, got {cfg.width}")
+    check(cfg.heads >= 1, "heads", f"must be >= 1, got {cfg.heads}")
+    check(cfg.width % cfg.heads == 0, "heads", f"must divide width {cfg.width}, got {cfg.heads}")
+    check(cfg.mlp_width is None or cfg.mlp_width >= 1, "mlp_width", f"must be >= 1, got {cfg.mlp_width}")
+
+
+def check_positions(cfg: typing.Any) -> None:
+    check(cfg.positions in POSITIONS, "positions", f"must be one of {', '.join(POSITIONS)}, got {cfg.positions!r}")
 
 
 class StackConfig(Protocol):

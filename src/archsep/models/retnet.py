@@ -31,7 +31,7 @@ from torch import nn
 from ..errors import check
 from ..tasks.base import TaskSpec
 from .base import ModelConfig
-from .mixer_stack import POSITIONS, Mixer, MixerStack
+from .mixer_stack import Mixer, MixerStack, check_positions, check_stack
 from .registry import MODELS
 
 
@@ -134,15 +134,10 @@ class RetNetConfig(ModelConfig):
     positions: Literal["learned", "sinusoidal", "none"] = "none"
 
     def __post_init__(self) -> None:
-        check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
-        check(self.width >= 1, "width", f"must be >= 1, got {self.width}")
-        check(self.heads >= 1, "heads", f"must be >= 1, got {self.heads}")
-        check(self.width % self.heads == 0, "heads", f"must divide width {self.width}, got {self.heads}")
-        check(self.mlp_width is None or self.mlp_width >= 1, "mlp_width", f"must be >= 1, got {self.mlp_width}")
+        check_stack(self)
         check(not self.rotation or (self.width // self.heads) % 2 == 0, "rotation",
               f"needs an even head width, got width/heads = {self.width // self.heads} (or set rotation = false)")
-        check(self.positions in POSITIONS, "positions",
-              f"must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
+        check_positions(self)
 
     def short_name(self) -> str:
         return f"RetNet-({self.layers},{self.width})"
