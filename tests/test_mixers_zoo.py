@@ -5,6 +5,7 @@ size by counting the carried state, pruning to the readout, config errors, every
 classification task, stacking under vmap, and a small learning test through the engine."""
 import pytest
 import torch
+from mixer_util import assert_forms_agree, assert_forms_agree_in_float64
 
 from archsep.config import RunConfig, TrainConfig
 from archsep.engine.stack import Stacked
@@ -55,35 +56,13 @@ def build(arch, params, spec, seed=0):
 @pytest.mark.parametrize("L, B", [(1, 2), (5, 1), (16, 2), (17, 3), (40, 2)])
 @pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
 def test_parallel_form_equals_recurrent_form(arch, params, L, B, spec):
-    model = build(arch, params, spec)
-    x = inputs(spec, B=B, L=L, seed=L)
-    par = model(x)  # (B, L, C)
-    assert par.shape == (B, L, spec.output_dim)
-    with torch.no_grad():
-        rec = model.recurrent(x)
-    torch.testing.assert_close(rec, par.detach(), rtol=0, atol=1e-5)
-    # the parallel form trains: every parameter gets a finite gradient, not all zero
-    par.square().mean().backward()
-    grads = {n: p.grad for n, p in model.named_parameters()}
-    assert all(g is not None and torch.isfinite(g).all() for g in grads.values()), [n for n, g in grads.items()
-                                                                                   if g is None]
-    assert sum(g.abs().sum().item() for g in grads.values()) > 0
+    assert_forms_agree(build(arch, params, spec), inputs(spec, B=B, L=L, seed=L), spec.output_dim)
 
 
 @pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
 def test_both_forms_agree_in_float64_with_gradients(arch, params):
     """Tighter, in float64: outputs to 1e-10 and the recurrent form's gradients equal the parallel's."""
-    model = build(arch, params, VECTORS).double()
-    x = inputs(VECTORS, L=35, dtype=torch.float64)
-    out = []
-    for form in (model.forward, model.recurrent):
-        model.zero_grad()
-        y = form(x)
-        y.square().sum().backward()
-        out.append((y.detach(), [p.grad.clone() for p in model.parameters()]))
-    torch.testing.assert_close(out[1][0], out[0][0], rtol=0, atol=1e-10)
-    for g_rec, g_par in zip(out[1][1], out[0][1]):
-        torch.testing.assert_close(g_rec, g_par, rtol=1e-7, atol=1e-10)
+    assert_forms_agree_in_float64(build(arch, params, VECTORS).double(), inputs(VECTORS, L=35, dtype=torch.float64))
 
 
 # --- the kernels against their recurrences written as loops ----------------------------------------
