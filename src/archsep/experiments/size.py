@@ -182,7 +182,8 @@ class SizeExperiment(Experiment):
     def analyze(self, results: list[RunResult], scale: str) -> Summary:
         s = self.scale(scale)
         by_id = {r.run_id: r for r in results}
-        cells = [cell_record(c, [by_id.get(r.run_id) for r in c.runs]) for c in self.planned_cells(scale)]
+        planned = self.planned_cells(scale)
+        cells = [cell_record(c, [by_id.get(r.run_id) for r in c.runs]) for c in planned]
         # the settings as the runs were made (a --set changes them), not the scale's
         settings, notes = run_settings(results, {"budget": "train.budget", "eval_size": "train.eval_size",
                                                  "test_size": "train.test_size", "threshold": "train.threshold"},
@@ -195,7 +196,7 @@ class SizeExperiment(Experiment):
         batch = max([int(t["batch_size"]) for t in trains if "batch_size" in t] or [BATCH])
         lrs = sorted({float(t["lr"]) for t in trains if "lr" in t}) or \
             sorted({lr for a in s.archs for lr in a.lrs or s.lrs})
-        baselines = self.baselines(self.planned_cells(scale))
+        baselines = self.baselines(planned)
         self.best_trivial = {(b["variant"], b["N"]): b["best_acc"] for b in baselines}
         self.points = {(p["label"], p["N"]): p for p in size_points(cells)}
         data = {"task": self.task, "baselines": baselines, "unequal": s.unequal(),
@@ -219,16 +220,13 @@ class SizeExperiment(Experiment):
         task's simple heuristics, e.g. Dyck's type-blind depth counter) at each (variant, N) the
         cells train at, on BASELINE_SIZE examples drawn from their own seed: the line a model
         must clear, in place of a fixed chance level."""
-        import torch
-
         out, seen = [], set()
         for c in cells:
             if (c.variant, c.N) in seen:
                 continue
             seen.add((c.variant, c.N))
-            task = c.runs[0].build_task()
-            found = task.trivial_baselines(BASELINE_SIZE, torch.Generator().manual_seed(BASELINE_SEED))
-            best = max(found, key=lambda k: found[k])
+            found = trivial_baselines(c.runs[0].build_task())
+            best = max(found, key=lambda k: found[k])  # a tie goes to the first listed, as Task.best_trivial
             out.append({"variant": c.variant, "N": c.N, "baselines": found, "best": best,
                         "best_acc": found[best]})
         return out
@@ -331,6 +329,20 @@ class SizeExperiment(Experiment):
                          + "".join(f"{100 * bs[N]['best_acc']:8.1f}%" if N in bs else f"{'n/a':>9}" for N in d["Ns"])
                          + "  (" + ", ".join(sorted({bs[N]["best"] for N in bs})) + ")")
         return "\n".join(lines + claim_lines(summary.claims))
+
+
+_BASELINES: dict[tuple[str, str], dict[str, float]] = {}
+
+
+def trivial_baselines(task) -> dict[str, float]:
+    """`task.trivial_baselines` on BASELINE_SIZE examples of BASELINE_SEED, drawn once per task
+    instance and process (every summary and report of the same cells asks again)."""
+    import torch
+
+    key = (f"{type(task).__module__}.{type(task).__qualname__}", repr(task))
+    if key not in _BASELINES:
+        _BASELINES[key] = task.trivial_baselines(BASELINE_SIZE, torch.Generator().manual_seed(BASELINE_SEED))
+    return dict(_BASELINES[key])
 
 
 def pct(x: float | None) -> str:
