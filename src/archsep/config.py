@@ -23,7 +23,8 @@ FORMAT_VERSION = 1  # bump when the meaning of a stored result changes
 BAND = 0.5  # TrainConfig.progressive_band's default
 _LATER_TRAIN_FIELDS = {"keep_best": False, "test_size": 0, "train_set_size": 0, "probe": False,
                        "heldout": "training", "precision": "fp32",
-                       "progressive_band": BAND, "eval_early": False}
+                       "progressive_band": BAND, "eval_early": False,
+                       "patience": 0, "halving_lrs": (), "halving_rungs": ()}
 # seed roles of the sets a run draws: with a test set, the held-out set is its validation set
 HELD_OUT_ROLE, VALIDATION_ROLE, TEST_ROLE = "test", "validation", "size-test"
 EXTRA_TEST_ROLE = "extra-test"  # a task's extra test sets (Task.extra_tests), e.g. Dyck's type swaps
@@ -77,6 +78,16 @@ class TrainConfig:
     # "tf32" lets CUDA matmuls use TensorFloat-32 (no effect on CPU); "bf16" runs the forward
     # under bfloat16 autocast (CUDA or CPU), with fp32 weights and optimiser
     precision: Literal["fp32", "tf32", "bf16"] = "fp32"
+    # stop on a plateau: after this many full held-out evaluations in a row without a new best
+    # (0: never). The run is censored where it stopped (its samples say where)
+    patience: int = 0
+    # successive halving over a learning-rate grid (empty: off). The runs of one config that
+    # differ only in their lr, one per lr of halving_lrs, train side by side; at each rung (a
+    # fraction of the step budget) the worse half of the runs still in the race, ranked by best
+    # held-out metric (then the samples it took, then grid order: analysis.size.select's rule),
+    # stop there, censored ("halved"). The grid is part of the config: a run's result depends on it
+    halving_lrs: tuple[float, ...] = ()
+    halving_rungs: tuple[float, ...] = ()
     device: str = "auto"
 
     def __post_init__(self) -> None:
@@ -108,7 +119,24 @@ class TrainConfig:
               f"must be >= 0 (0: a fresh batch every step), got {self.train_set_size}")
         check(self.train_set_size == 0 or self.train_set_size >= self.batch_size, "train_set_size",
               f"must be >= batch_size={self.batch_size}, got {self.train_set_size}")
+        check(self.patience >= 0, "patience", f"must be >= 0 (0: never stop on a plateau), got {self.patience}")
+        if self.halving_lrs or self.halving_rungs:
+            grid = list(self.halving_lrs)
+            check(len(grid) >= 2 and len(set(grid)) == len(grid)
+                  and all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in grid), "halving_lrs",
+                  f"must be two or more distinct learning rates > 0, got {grid}")
+            check(self.lr in grid, "halving_lrs", f"must contain lr={self.lr}, got {grid}")
+            r = list(self.halving_rungs)
+            check(bool(r) and all(0 < a < 1 for a in r) and r == sorted(set(r)), "halving_rungs",
+                  f"must be increasing fractions of the budget in (0, 1), got {r}")
         resolve_device(self.device)
+
+    def rung_steps(self) -> tuple[int, ...]:
+        """The steps of the halving rungs: each fraction of the step budget, rounded down to an
+        evaluation step (a rung reads the held-out metric there), at least the first one."""
+        steps = self.budget // self.batch_size
+        return tuple(max(self.eval_every, int(f * steps) // self.eval_every * self.eval_every)
+                     for f in self.halving_rungs)
 
     @property
     def resolution(self) -> int:

@@ -33,6 +33,23 @@ def group_key(cfg: RunConfig) -> str:
     return json.dumps(d, sort_keys=True)
 
 
+def race_key(cfg: RunConfig) -> str:
+    """Runs with the same key differ only in their learning rate: with successive halving
+    (`TrainConfig.halving_lrs`) they are one race and must train side by side."""
+    d = cfg.canonical()
+    d["train"] = {k: v for k, v in d["train"].items() if k != "lr"}
+    return json.dumps(d, sort_keys=True)
+
+
+def races(configs: Sequence[RunConfig]) -> list[list[int]]:
+    """Indices of `configs` grouped into races (successive halving) in first-seen order; a run
+    without halving is a race of its own."""
+    out: OrderedDict[str, list[int]] = OrderedDict()
+    for i, c in enumerate(configs):
+        out.setdefault(race_key(c) if c.train.halving_lrs else f"#{i}", []).append(i)
+    return list(out.values())
+
+
 def step_flops(cfg: RunConfig) -> float:
     """FLOPs of one training step (forward and backward) of one model of this config."""
     key = group_key(cfg)
@@ -79,16 +96,24 @@ def plan_batches(configs: Sequence[RunConfig], workers: int = 1,
     the executor: a stacked computation's rounding depends on its partners, and a run's stored
     numbers must not. They are ordered most expensive first (FLOPs per step x steps x runs), so
     the longest work starts first and the workers finish together. `flops` is the counted
-    FLOPs of a step; a dry run passes its estimate (engine/cost.py), runs never do."""
+    FLOPs of a step; a dry run passes its estimate (engine/cost.py), runs never do. The runs
+    of a successive-halving race (`races`) always share a batch: they train side by side."""
     groups: OrderedDict[str, list[RunConfig]] = OrderedDict()
     for c in configs:
         groups.setdefault(group_key(c), []).append(c)
     batches: list[list[RunConfig]] = []
     for g in groups.values():
+        whole = [[g[i] for i in r] for r in races(g)]  # a halving race is never split
         if not worth_stacking(g[0], flops):
-            batches += [[c] for c in g]
-        else:
-            batches += [g[i:i + STACK_MAX_RUNS] for i in range(0, len(g), STACK_MAX_RUNS)]
+            batches += whole
+            continue
+        batch: list[RunConfig] = []
+        for r in whole:
+            if batch and len(batch) + len(r) > STACK_MAX_RUNS:
+                batches.append(batch)
+                batch = []
+            batch += r
+        batches.append(batch)
     return sorted(batches, key=lambda b: -batch_cost(b, flops))
 
 

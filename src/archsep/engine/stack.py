@@ -109,6 +109,54 @@ class Single:
         self.model.train(on)
 
 
+class _Opts:
+    """Several models' own optimizers, stepped together."""
+
+    def __init__(self, opts: list[torch.optim.Optimizer]):
+        self.opts = opts
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for o in self.opts:
+            o.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        for o in self.opts:
+            o.step()
+
+
+class Lockstep:
+    """K models trained side by side, each called directly with its own optimizer: the plain
+    path of each (a run's numbers are those it has alone), in one loop, so that runs can be
+    compared while they train (successive halving across a learning-rate grid)."""
+
+    def __init__(self, models: Sequence[nn.Module], lrs: Sequence[float], weight_decay: float):
+        self.singles = [Single(m, lr, weight_decay) for m, lr in zip(models, lrs)]
+        self.opt = _Opts([s.opt for s in self.singles])
+
+    def snapshot(self, k: int) -> dict[str, torch.Tensor]:
+        return self.singles[k].snapshot(0)
+
+    def module(self, k: int, state: dict[str, torch.Tensor] | None = None) -> nn.Module:
+        return self.singles[k].module(0, state)
+
+    def __len__(self) -> int:
+        return len(self.singles)
+
+    def forward(self, xs: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [s.model(x) for s, x in zip(self.singles, xs)]
+
+    def call(self, k: int, x: torch.Tensor) -> torch.Tensor:
+        return self.singles[k].model(x)
+
+    def keep(self, idx: list[int]) -> None:
+        self.singles = [self.singles[k] for k in idx]
+        self.opt = _Opts([s.opt for s in self.singles])
+
+    def train(self, on: bool) -> None:
+        for s in self.singles:
+            s.train(on)
+
+
 class Stacked:
     """K models of one architecture; `forward` takes one input per model. `lr`: one for all, or
     one learning rate per model (one shared torch AdamW when they are all equal)."""

@@ -8,6 +8,11 @@ lengths). It stops at the first held-out point below its threshold, or at its bu
 
 Runs that differ only in their seed or learning rate train as one stacked computation
 (`stack.Stacked`); each keeps its own seeds, data, held-out set, optimizer state and stop.
+
+Two optional stops before the budget, both recorded in the result's `extra["stopped"]` and
+both censoring the run where it stopped: a plateau (`patience` full evaluations without a new
+best), and successive halving across a learning-rate grid (`halving_lrs`): the grid's runs
+train side by side (stacked, or `stack.Lockstep`) and at each rung the worse half stops.
 """
 from __future__ import annotations
 
@@ -24,8 +29,8 @@ from ..config import EXTRA_TEST_ROLE, RunConfig, resolve_device
 from ..results import RunResult
 from ..tasks.base import Batch, Task
 from .evaluation import HeldOutLooks, Point, block_metrics, evaluate, held_out_set, test_set
-from .planning import group_key, worth_stacking
-from .stack import Single, Stacked
+from .planning import group_key, races, worth_stacking
+from .stack import Lockstep, Single, Stacked
 
 
 def train_run(cfg: RunConfig) -> RunResult:
@@ -43,7 +48,9 @@ def train_many(configs: list[RunConfig], stack: bool = True) -> list[RunResult]:
     for idx in groups.values():
         group = [configs[i] for i in idx]
         if len(group) == 1 or not worth_stacking(group[0]):
-            out.update(zip(idx, [_train_alone(c) for c in group]))
+            for race in races(group):  # halving races side by side, every other run alone
+                rs = [group[i] for i in race]
+                out.update(zip([idx[i] for i in race], [_train_alone(rs[0])] if len(rs) == 1 else _train_side(rs)))
             continue
         try:
             results = _train_group(group, stacked=True)
@@ -54,6 +61,15 @@ def train_many(configs: list[RunConfig], stack: bool = True) -> list[RunResult]:
             results = [_train_alone(c) for c in group]
         out.update(zip(idx, results))
     return [out[i] for i in range(len(configs))]
+
+
+def _train_side(cfgs: list[RunConfig]) -> list[RunResult]:
+    try:
+        return _train_group(cfgs, stacked=False)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception:
+        return [_train_alone(c) for c in cfgs]
 
 
 def _train_alone(cfg: RunConfig) -> RunResult:
@@ -129,6 +145,9 @@ class _Track:
     done: bool = False
     t_end: float | None = None  # when the run left the stack (stacked runs share the compute)
     looks: HeldOutLooks = field(default_factory=HeldOutLooks)
+    since_best: int = 0  # full evaluations since the best one (patience)
+    stopped: dict | None = None  # {"why": "plateau" | "halved", "step": ...}: stopped before its budget
+    race: int = 1  # runs in its successive-halving race in this loop
 
     def window_stats(self, samples: int) -> tuple[float, float, float]:
         """Mean and standard error of the window, and its recent drop per window (from the trend
@@ -148,8 +167,9 @@ class _Track:
         base["eval_schedule"].update(full_evals=self.looks.full_evals, screened_out=self.looks.screened_out)
         return RunResult(
             **base, status=self.status,  # type: ignore[arg-type]
-            samples=self.hit if self.status == "ok" else (max_steps * tc.batch_size if self.status == "censored"
-                                                          else None),
+            samples=self.hit if self.status == "ok" else (
+                (self.stopped["step"] if self.stopped else max_steps) * tc.batch_size if self.status == "censored"
+                else None),
             final_metric=self.curve[-1][1] if self.curve else None,
             best_metric=self.best[0] if self.best else None,
             curve=self.curve, train_curve=self.train_curve,
@@ -157,7 +177,9 @@ class _Track:
             params=self.params, state_size=self.state_size,
             test_metric=self.test_metric, best_samples=self.best[1] if self.best else None,
             extra={**({"probes": self.probes} if self.probes else {}),
-                   **({"tests": self.extra_tests} if self.extra_tests else {})})
+                   **({"tests": self.extra_tests} if self.extra_tests else {}),
+                   **({"stopped": self.stopped} if self.stopped else {}),
+                   **({"halving": {"race": self.race, "grid": len(tc.halving_lrs)}} if tc.halving_lrs else {})})
 
 
 @contextlib.contextmanager
@@ -214,7 +236,14 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool) -> list[RunResult
         tracks.append(_Track(c, task, held_out_set(c, task, dev), Stream(c, task, dev),
                              model.n_params(), model.state_size(task.spec.seq_len), t0))
     lrs = [c.train.lr for c in cfgs]
-    stack = Stacked(models, lrs, tc.weight_decay) if stacked else Single(models[0], lrs[0], tc.weight_decay)
+    stack: Single | Stacked | Lockstep = (Stacked(models, lrs, tc.weight_decay) if stacked
+                                          else Single(models[0], lrs[0], tc.weight_decay) if len(models) == 1
+                                          else Lockstep(models, lrs, tc.weight_decay))
+    race_of = [[tracks[i] for i in r] for r in races(cfgs)]  # successive halving: the runs still racing
+    for r in race_of:
+        for tr in r:
+            tr.race = len(r)
+    rungs = set(tc.rung_steps()) if tc.halving_lrs else set()
     stack.train(True)
     limit = tc.diverge_factor * tracks[0].task.baseline
     max_steps = tc.budget // tc.batch_size
@@ -245,6 +274,8 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool) -> list[RunResult
                 tr.status, tr.done = "diverged", True
                 continue
             _evaluate(tr, k, stack, samples, Point(progressive, window_se, drop, curve_point), limit)
+        if step in rungs:
+            race_of = [_halve(r, step) for r in race_of]
         stack.train(True)
         # retire finished runs
         if any(tr.done for tr in active):
@@ -262,7 +293,22 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool) -> list[RunResult
     return [tr.result(max_steps) for tr in tracks]
 
 
-def _evaluate(tr: _Track, k: int, stack: Single | Stacked, samples: int, point: Point, limit: float) -> None:
+def _halve(race: list[_Track], step: int) -> list[_Track]:
+    """A rung of successive halving: rank the race as `analysis.size.select` chooses (best
+    held-out metric, then the samples it took, then grid order; none yet: last), keep the
+    better half (rounded up), and stop the others still training. Returns those kept."""
+    def rank(tr: _Track) -> tuple:
+        best = tr.best or (math.inf, math.inf)
+        return (best[0], best[1], tr.cfg.train.halving_lrs.index(tr.cfg.train.lr))
+    ordered = sorted(race, key=rank)
+    keep = ordered[:math.ceil(len(race) / 2)]
+    for tr in ordered[len(keep):]:
+        if not tr.done:
+            tr.done, tr.stopped = True, {"why": "halved", "step": step}
+    return keep
+
+
+def _evaluate(tr: _Track, k: int, stack: Single | Stacked | Lockstep, samples: int, point: Point, limit: float) -> None:
     """Run k's look at its held-out set at a scheduled point: skipped, screened out (confidently
     above the threshold), or a full evaluation recorded on its curve."""
     tc = tr.cfg.train
@@ -279,15 +325,19 @@ def _evaluate(tr: _Track, k: int, stack: Single | Stacked, samples: int, point: 
         tr.status, tr.done = "diverged", True
         return
     if tr.best is None or err < tr.best[0]:
-        tr.best = (err, samples)
+        tr.best, tr.since_best = (err, samples), 0
         if tc.keep_best:
             tr.best_state = stack.snapshot(k)
+    else:
+        tr.since_best += 1
     if err < tc.threshold and tr.hit is None:
         tr.hit, tr.status = samples, "ok"
         tr.done = tc.stop_at_threshold
+    if tc.patience and tr.since_best >= tc.patience and not tr.done:
+        tr.done, tr.stopped = True, {"why": "plateau", "step": samples // tc.batch_size}
 
 
-def _finish(tr: _Track, k: int, stack: Single | Stacked, dev: torch.device) -> None:
+def _finish(tr: _Track, k: int, stack: Single | Stacked | Lockstep, dev: torch.device) -> None:
     """A run leaves the loop: its end time, and its test metric (on the best checkpoint with
     keep_best, else on the final parameters)."""
     tr.t_end = time.perf_counter()

@@ -79,6 +79,12 @@ class Experiment(abc.ABC):
         """runs.csv: one row per run (an experiment may give one per cell instead)."""
         return run_rows(summary.results)
 
+    def curves(self, summary: Summary) -> list[dict]:
+        """curves.csv, where an experiment keeps its runs' validation curves beside runs.csv (a
+        row per evaluation): what a later analysis replays without the store, e.g. successive
+        halving (analysis/halving.py). None by default."""
+        return []
+
 
 EXPERIMENTS: Registry[Experiment] = Registry("preset", Experiment)
 PRESETS = EXPERIMENTS  # the CLI calls a registered experiment a preset

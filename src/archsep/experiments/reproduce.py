@@ -32,7 +32,7 @@ def default_out(name: str, scale: str, overrides: dict | None = None) -> Path:
     return default_dir(outputs_name(name, scale, overrides), "set")
 
 
-OUTPUTS = ("runs.csv", "summary.json", "summary.txt")
+OUTPUTS = ("runs.csv", "curves.csv", "summary.json", "summary.txt")
 # the figures the presets draw (PNG and SVG of each stem)
 FIGURES = tuple(f"{stem}.{ext}" for stem in ("figure", "heatmaps", "accuracy", "val_curves") for ext in ("png", "svg"))
 
@@ -104,6 +104,8 @@ def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None
     summary.wall_s = round(time.perf_counter() - t0, 1)
     summary.out = out_dir
     write_csv(exp.table(summary), out_dir / "runs.csv")
+    if curves := exp.curves(summary):
+        write_csv(curves, out_dir / "curves.csv")
     d = summary.to_dict()
     d["figures"] = [p.name for p in exp.figures(summary, out_dir)]
     write_json(out_dir / "summary.json", d)

@@ -72,6 +72,11 @@ class SizeScale:
     test_size: int = 5000
     seeds: int = 1
     variants: tuple[tuple[str, dict], ...] = (("", {}),)  # (name, extra task params)
+    # the same stopping rules for every arm (TrainConfig): a plateau of `patience` evaluations
+    # without a new best, and successive halving across the lr grid at these fractions of the
+    # budget (empty, or a one-lr grid: off)
+    patience: int = 0
+    halving: tuple[float, ...] = ()
 
     def unequal(self) -> list[str]:
         """Where this scale's architectures are not trained alike (a step budget, a learning-rate
@@ -116,13 +121,18 @@ class Cell:
 
 def cell_runs(task: str, arch: SizeArch, width: int, N: int, seed: int, s: SizeScale, label: str,
               task_params: dict, device: str = "auto") -> tuple[RunConfig, ...]:
+    lrs = arch.lrs or s.lrs
+    race = s.halving and len(lrs) > 1
+
     def train(lr: float) -> TrainConfig:
         return TrainConfig(lr=lr, weight_decay=0.0, batch_size=BATCH, budget=(arch.steps or s.steps) * BATCH,
                            threshold=1 - TARGET + 1e-12, eval_every=s.eval_every, eval_size=s.val_size,
-                           eval_mode="every", keep_best=True, test_size=s.test_size, device=device)
+                           eval_mode="every", keep_best=True, test_size=s.test_size, device=device,
+                           patience=s.patience, halving_lrs=tuple(lrs) if race else (),
+                           halving_rungs=s.halving if race else ())
 
     return tuple(RunConfig(task, arch.arch, {**task_params, "N": N}, arch.model_params(width), train(lr), seed, label)
-                 for lr in arch.lrs or s.lrs)
+                 for lr in lrs)
 
 
 def cell_record(cell: Cell, results: list[RunResult | None]) -> dict:
@@ -208,6 +218,23 @@ class SizeExperiment(Experiment):
                 "test_size": settings["test_size"], "n_cells": len(cells),
                 "n_errors": sum(c["status"] != "ok" for c in cells), "cells": cells, "notes": notes}
         return Summary(self.registry_name, scale, data, self.claims(accuracy_table(cells), s), results)
+
+    def curves(self, summary: Summary) -> list[dict]:
+        """Every run's validation curve, a row per evaluation, with its cell and its place in
+        the cell's learning-rate grid (what `analysis.halving.replay` needs)."""
+        by_id = {r.run_id: r for r in summary.results}
+        rows = []
+        for cell in self.planned_cells(summary.scale):
+            for k, cfg in enumerate(cell.runs):
+                r = by_id.get(cfg.run_id)
+                if r is None:
+                    continue
+                bs, stop = cfg.train.batch_size, (r.extra or {}).get("stopped") or {}
+                head = {"label": cell.label, "N": cell.N, "width": cell.width, "seed": cell.seed,
+                        "variant": cell.variant, "grid_index": k, "lr": cfg.train.lr}
+                rows += [{**head, "step": samples // bs, "budget_steps": cfg.train.budget // bs, "val_acc": 1.0 - err,
+                          "status": r.status, "stopped": stop.get("why", "")} for samples, err in r.curve]
+        return rows
 
     def claims(self, table: dict, s: SizeScale) -> list[Claim]:
         """The figure's claims from {label: {(N, width): test accuracy}} at the scale whose
