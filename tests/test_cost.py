@@ -13,7 +13,8 @@ def test_estimate_counts_every_run_and_skips_finished_ones():
     configs = EXPERIMENTS.get("lookup-fig2")().plan("quick")
     est = cost.estimate(configs, workers=2)
     assert sum(a.runs for a in est["archs"]) == len(configs) == est["to_run"]
-    want = sum(c.train.budget // c.train.batch_size * step_flops(c) for c in configs)
+    # index lookup trains on lengths U{10..N}: FLOPs counted at the longest, scaled to the mean length
+    want = sum(c.train.budget // c.train.batch_size * cost.estimated_flops(c) for c in configs)
     assert abs(est["train_flops"] - want) <= 1e-9 * want
     assert est["cpu_core_s"] / 2 <= est["cpu_wall_s"] + 1e-9 <= est["cpu_core_s"] + 1e-9
     assert est["gpu_s"] > 0
@@ -21,6 +22,36 @@ def test_estimate_counts_every_run_and_skips_finished_ones():
     part = cost.estimate(configs, workers=2, finished=done)
     assert part["to_run"] == len(configs) - 2 and part["cpu_core_s"] < est["cpu_core_s"]
     assert part["train_flops"] < est["train_flops"]
+
+
+def test_a_fixed_shape_task_is_estimated_at_its_counted_flops():
+    configs = EXPERIMENTS.get("dyck-fig2")().plan("quick")  # three lengths: all counted, none extrapolated
+    est = cost.estimate(configs, workers=1)
+    want = sum(c.train.budget // c.train.batch_size * step_flops(c) for c in configs)
+    assert abs(est["train_flops"] - want) <= 1e-9 * want
+
+
+def test_a_variable_length_step_is_estimated_at_the_mean_of_real_training_batches():
+    """Oracle: FLOPs counted on 24 training batches as the engine draws them (lengths U{10..N})."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from archsep.models.attention import use_attention
+
+    configs = [c for c in EXPERIMENTS.get("lookup-fig2")().plan("quick") if c.seed == 0]
+    cost.step_costs(configs)
+    c = max((c for c in configs if c.arch == "tf-preln"), key=lambda c: c.task_params["N"])
+    task = c.build_task()
+    model = use_attention(c.model_config().build(task.spec), "explicit")
+    model.prune_to_readout()
+    g, counted = torch.Generator().manual_seed(1), []
+    for _ in range(24):
+        batch = task.sample(c.train.batch_size, g)
+        with FlopCounterMode(display=False) as fc:
+            task.loss(model(batch.x), batch).backward()
+        counted.append(fc.get_total_flops())
+    mean = sum(counted) / len(counted)
+    assert 0.8 * mean <= cost.estimated_flops(c) <= 1.25 * mean, (cost.estimated_flops(c), mean)
 
 
 def test_evaluations_follow_the_schedule():

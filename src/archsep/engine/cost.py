@@ -22,15 +22,18 @@ they do not (an upper bound), and uses what the store already holds where a run 
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import heapq
 import json
 import math
+import multiprocessing as mp
 import os
 import platform
 import time
 from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -39,12 +42,14 @@ import torch
 
 from ..config import RunConfig
 from .evaluation import CHUNK, LOOKS
-from .planning import group_key, plan_batches, step_flops
+from ..plugins import activate, payload
+from .planning import group_key, longest_step_flops, plan_batches, record_count, step_flops, step_ops
 
 # one H100 running PyTorch eagerly: ~8 us of launch and dispatch per operator; small models are
 # launch-bound. 1e14 FLOP/s sustained: well under the TF32/bf16 peak, as small matmuls get.
 GPU: dict[str, Any] = {"name": "one H100 (modelled)", "op_s": 8e-6, "flops": 1e14}
-TIMED_STEPS = 8
+EVAL_PROBE = 64  # held-out examples in the timed evaluation forward
+TIMED_STEPS, TIMED_S = 8, 0.4  # steps timed per shape: at most 8, or until they took TIMED_S seconds
 
 
 @dataclass
@@ -56,6 +61,7 @@ class StepCost:
 
 
 _STEPS: dict[str, StepCost] = {}  # by cost_key: measured in this process, read from the cache, or extrapolated
+_TRAIN: dict[str, StepCost] = {}  # by cost_key, tasks trained on variable lengths: the mean training step
 _HOW: dict[str, str] = {}  # by cost_key: "timed", "cached" or "extrapolated"
 _FLOPS_EST: dict[str, float] = {}  # by cost_key: counted (the three shortest of a family) or extrapolated
 CACHE_NAME = "step-costs.json"
@@ -136,9 +142,16 @@ def _write_cache(costs: dict[str, list[float]]) -> None:
         pass
 
 
-def step_costs(configs: Sequence[RunConfig], measure: bool = True) -> dict[str, StepCost] | None:
+def step_costs(configs: Sequence[RunConfig], measure: bool = True, workers: int = 1) -> dict[str, StepCost] | None:
     """The step cost of every shape among `configs` (by `cost_key`): read from the cache, or
-    timed for the TIMED_LENGTHS shortest lengths of each family and extrapolated for the longer ones."""
+    timed for the TIMED_LENGTHS shortest lengths of each family and extrapolated for the longer
+    ones. Shapes are timed in `workers` processes at once (one thread each, as runs train).
+
+    Every shape is timed and counted at its longest sequence (`sample_test`), so a family's
+    lengths compare like fixed shapes. For a task trained on variable lengths the training
+    step's mean is then that cost times the mean of (L / L_max)^p over the lengths training
+    draws (`_length_factor`), p the family's growth in N (in [1, 2]) through its two longest
+    counted FLOPs (for FLOPs) or timed lengths (for time)."""
     cached = _read_cache()
     families: dict[str, dict[float | None, RunConfig]] = defaultdict(dict)
     for c in configs:
@@ -146,6 +159,12 @@ def step_costs(configs: Sequence[RunConfig], measure: bool = True) -> dict[str, 
         families[fam].setdefault(N, c)
     new: dict[str, list[float]] = {}
     out: dict[str, StepCost] = {}
+    todo = [cfg for by_N in families.values() for i, (N, cfg) in enumerate(sorted(
+        by_N.items(), key=lambda kv: -1.0 if kv[0] is None else kv[0])) if (i < TIMED_LENGTHS or N is None)
+        and cost_key(cfg) not in _STEPS and cost_key(cfg) not in cached]
+    if todo and not measure:
+        return None  # a shape nobody has timed: the caller does without
+    _measure(todo, workers)
     for by_N in families.values():
         Ns = sorted(by_N, key=lambda n: -1.0 if n is None else n)
         flops = _family_flops(Ns, by_N)
@@ -153,26 +172,45 @@ def step_costs(configs: Sequence[RunConfig], measure: bool = True) -> dict[str, 
         for i, N in enumerate(Ns):
             cfg = by_N[N]
             key = cost_key(cfg)
-            _FLOPS_EST[key] = flops[N]
             if key in _STEPS:
                 sc = _STEPS[key]
+                if _HOW.get(key) == "timed" and key not in cached:  # timed by _measure: keep it
+                    new[key] = [sc.cpu_s, sc.eval_s, sc.ops]
             elif key in cached:
                 cpu_s, eval_s, ops = cached[key]
                 sc = StepCost(cpu_s, eval_s, flops[N], int(ops))
                 _HOW[key] = "cached"
             elif i < TIMED_LENGTHS or N is None:
-                if not measure:
-                    return None  # a shape nobody has timed: the caller does without
                 sc = step_cost(cfg)
                 new[key] = [sc.cpu_s, sc.eval_s, sc.ops]
             else:
-                sc = _extrapolate(timed[-2:], flops[N], N, by_N[N].build_task().fixed_shapes)
+                sc = _extrapolate(timed[-2:], flops[N], N)
                 _HOW[key] = "extrapolated"
             _STEPS[key] = out[key] = sc
             if N is not None and i < TIMED_LENGTHS:
                 timed.append((N, sc))
+        variable = not by_N[Ns[0]].build_task().fixed_shapes
+        p_t = _exponent(timed[-2][1].cpu_s, timed[-1][1].cpu_s, timed[-2][0], timed[-1][0]) if len(timed) >= 2 else 1.5
+        p_f = _exponent(timed[-2][1].flops, timed[-1][1].flops, timed[-2][0], timed[-1][0]) if len(timed) >= 2 else 1.5
+        for N in Ns:
+            key = cost_key(by_N[N])
+            sc = out[key]
+            if variable:
+                sc = dataclasses.replace(sc, cpu_s=sc.cpu_s * _length_factor(by_N[N], p_t),
+                                         flops=sc.flops * _length_factor(by_N[N], p_f))
+            out[key] = _TRAIN[key] = sc
+            _FLOPS_EST[key] = sc.flops
     _write_cache(new)
     return out
+
+
+def _length_factor(cfg: RunConfig, p: float, batches: int = 32) -> float:
+    """Mean of (L / L_max)^p over the lengths of `batches` training batches (seeded: the same
+    every time), L_max the length `sample_test` draws."""
+    task = cfg.build_task()
+    gen = torch.Generator().manual_seed(0)
+    top = task.sample_test(1, gen).x.shape[1]
+    return sum((task.sample(cfg.train.batch_size, gen).x.shape[1] / top) ** p for _ in range(batches)) / batches
 
 
 def progress_weights(configs: Sequence[RunConfig]) -> dict[str, float]:
@@ -194,24 +232,20 @@ def estimated_flops(cfg: RunConfig) -> float:
     return _FLOPS_EST.get(cost_key(cfg)) or step_flops(cfg)
 
 
-def _power(y1: float, y2: float, x1: float, x2: float, x: float) -> float:
-    """y at x on the power law through (x1, y1), (x2, y2), its exponent held to [1, 2]: growth
-    between linear (a recurrence) and quadratic (attention) in the length."""
+def _exponent(y1: float, y2: float, x1: float, x2: float) -> float:
+    """The exponent of the power law through (x1, y1), (x2, y2), held to [1, 2]: growth between
+    linear (a recurrence) and quadratic (attention) in the length."""
     p = math.log(y2 / y1) / math.log(x2 / x1) if min(y1, y2, x1) > 0 and x2 > x1 else 1.0
-    return y2 * (x / x2) ** min(2.0, max(1.0, p))
+    return min(2.0, max(1.0, p))
 
 
 def _family_flops(Ns: list, by_N: dict) -> dict:
-    """FLOPs per length: counted at the three shortest, the quadratic through them beyond (at
-    least linear growth from the longest counted). A task trained on variable lengths is counted
-    on one batch of a random length, so there the power law through the two longest counted
-    (exponent in [1, 2]) extrapolates instead."""
-    out = {N: step_flops(by_N[N]) for N in Ns[:3]}
+    """FLOPs per length, at its longest sequence: counted at the three shortest, the quadratic
+    through them beyond (at least linear growth from the longest counted)."""
+    out = {N: longest_step_flops(by_N[N]) for N in Ns[:3]}
     if len(Ns) <= 3 or None in Ns:
-        return {**out, **{N: step_flops(by_N[N]) for N in Ns[3:]}}
+        return {**out, **{N: longest_step_flops(by_N[N]) for N in Ns[3:]}}
     (x0, x1, x2), (y0, y1, y2) = Ns[:3], (out[N] for N in Ns[:3])
-    if not by_N[Ns[0]].build_task().fixed_shapes:
-        return {**out, **{N: _power(y1, y2, x1, x2, N) for N in Ns[3:]}}
     for N in Ns[3:]:
         quad = (y0 * (N - x1) * (N - x2) / ((x0 - x1) * (x0 - x2)) + y1 * (N - x0) * (N - x2) / ((x1 - x0) * (x1 - x2))
                 + y2 * (N - x0) * (N - x1) / ((x2 - x0) * (x2 - x1)))
@@ -219,16 +253,11 @@ def _family_flops(Ns: list, by_N: dict) -> dict:
     return out
 
 
-def _extrapolate(timed: list[tuple[float, StepCost]], flops: float, N: float, fixed: bool = True) -> StepCost:
-    """A longer shape's cost from two shorter ones of its family: time linear in FLOPs through
-    both points (through the longer point and the origin where the fit would fall below it),
-    operators linear in N. For a task trained on variable lengths (`fixed` false), whose FLOPs
-    are one random batch's, time follows the power law in N through the two points instead."""
+def _extrapolate(timed: list[tuple[float, StepCost]], flops: float, N: float) -> StepCost:
+    """A longer shape's cost from two shorter ones of its family (all at their longest length):
+    time linear in FLOPs through both points (through the longer point and the origin where the
+    fit would fall below it), operators linear in N."""
     (n1, a), (n2, b) = timed[0], timed[1]
-    if not fixed:
-        ratio = _power(a.cpu_s, b.cpu_s, n1, n2, N) / b.cpu_s if b.cpu_s > 0 else 1.0
-        ops = max(b.ops, round(b.ops * N / n2))
-        return StepCost(b.cpu_s * ratio, b.eval_s * ratio, flops, int(ops))
 
     def line(y1: float, y2: float, x1: float, x2: float, x: float) -> float:
         if x2 > x1 and y2 > y1:
@@ -241,14 +270,48 @@ def _extrapolate(timed: list[tuple[float, StepCost]], flops: float, N: float, fi
     return StepCost(b.cpu_s * ratio, b.eval_s * ratio, flops, int(ops))
 
 
-class _CountOps(torch.utils._python_dispatch.TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.n = 0
+def _measure_one(cfg_dict: dict, plugins: list | None) -> tuple[float, float, float, int]:
+    """A timing process's work: one shape's step cost (the plugins that define it imported)."""
+    activate(plugins)
+    sc = step_cost(RunConfig.from_dict(cfg_dict))
+    return sc.cpu_s, sc.eval_s, sc.flops, sc.ops
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.n += 1
-        return func(*args, **(kwargs or {}))
+
+def _measure(cfgs: list[RunConfig], workers: int) -> None:
+    """Time these shapes into `_STEPS` (and their counted FLOPs into the planner's): in
+    `workers` spawned processes at once where there are several, longest first, else here. A
+    pool that fails (a plugin its processes cannot import) leaves the work to this process."""
+    same: dict[str, list[RunConfig]] = defaultdict(list)  # shapes alike but for task params that draw the data
+    for c in cfgs:
+        same[_shape_key(c)].append(c)
+    cfgs = [g[0] for g in same.values()]
+    if workers > 1 and len(cfgs) > 1:
+        order = sorted(cfgs, key=lambda c: -float(c.task_params.get("N") or 0))
+        try:
+            with ProcessPoolExecutor(min(workers, len(order)), mp_context=mp.get_context("spawn")) as pool:
+                done = list(pool.map(_measure_one, [c.to_dict() for c in order], [payload()] * len(order)))
+        except Exception:  # noqa: BLE001  (a broken pool: time them here instead)
+            done = []
+        for cfg, (cpu_s, eval_s, flops, ops) in zip(order, done):
+            key = cost_key(cfg)
+            _STEPS[key], _HOW[key] = StepCost(cpu_s, eval_s, flops, ops), "timed"
+            record_count(cfg, flops, ops, longest=True)
+    for g in same.values():
+        sc = step_cost(g[0])
+        for c in g[1:]:
+            key = cost_key(c)
+            _STEPS[key], _HOW[key] = sc, "timed"
+            record_count(c, sc.flops, sc.ops, longest=True)
+
+
+def _shape_key(cfg: RunConfig) -> str:
+    """What a timed step sees: the task (its name, what its model is built for, whether its
+    lengths vary) and the model, batch and precision; not the task parameters that only change
+    which examples are drawn (e.g. equality's eq-random and eq-one negatives)."""
+    task = cfg.build_task()
+    d = json.loads(cost_key(cfg))
+    d["task_params"] = {"spec": dataclasses.asdict(task.spec), "fixed_shapes": task.fixed_shapes}
+    return json.dumps(d, sort_keys=True)
 
 
 def step_cost(cfg: RunConfig) -> StepCost:
@@ -266,33 +329,35 @@ def step_cost(cfg: RunConfig) -> StepCost:
         model = cfg.model_config().build(task.spec)
         model.prune_to_readout()
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-        def step() -> None:  # a fresh batch each: tasks trained on variable lengths vary in cost
-            batch = task.sample(cfg.train.batch_size, gen)
+        def step(n: int = cfg.train.batch_size) -> None:  # variable lengths: timed at the longest (step_costs scales)
+            batch = (task.sample if task.fixed_shapes else task.sample_test)(n, gen)
             opt.zero_grad(set_to_none=True)
             task.loss(model(batch.x), batch).backward()
             opt.step()
 
-        counter = _CountOps()
-        with counter:
-            step()  # the warm-up (allocations, lazy init), its operators counted
-        times = []
-        for _ in range(TIMED_STEPS):
+        step(min(4, cfg.train.batch_size))  # the warm-up (lazy init), on a small batch
+        t0 = time.perf_counter()
+        step()  # the first full step: the allocations ...
+        first = time.perf_counter() - t0
+        times = [first] if first > 2 * TIMED_S else []  # ... or, for a slow model, the measurement
+        for _ in range(TIMED_STEPS if not times else 0):
             t0 = time.perf_counter()
             step()
             times.append(time.perf_counter() - t0)
-            if sum(times) > 0.75:  # a slow model: a second of it says enough
+            if sum(times) > TIMED_S:  # a slow model: a few steps of it say enough
                 break
-        held = task.sample_test(CHUNK, gen)
+        # one forward over EVAL_PROBE held-out examples (the training steps warmed the model up),
+        # scaled to a chunk of CHUNK: a forward pass is linear in its batch
+        held = task.sample_test(min(CHUNK, EVAL_PROBE), gen)
         with torch.no_grad():
             model.eval()
-            model(held.x)
             t0 = time.perf_counter()
             model(held.x)
-            eval_s = time.perf_counter() - t0
+            eval_s = (time.perf_counter() - t0) * CHUNK / len(held.x)
     finally:
         torch.set_num_threads(threads)
         torch.set_flush_denormal(False)
-    _STEPS[key] = StepCost(sum(times) / len(times), eval_s, step_flops(cfg), counter.n)
+    _STEPS[key] = StepCost(sum(times) / len(times), eval_s, longest_step_flops(cfg), step_ops(cfg, longest=True))
     _HOW[key] = "timed"
     return _STEPS[key]
 
@@ -324,7 +389,7 @@ class ArchCost:
 
 def run_seconds(cfg: RunConfig, steps: int) -> tuple[float, float]:
     """(CPU seconds on one thread, modelled GPU seconds) of one run of `steps` steps."""
-    sc = _STEPS.get(cost_key(cfg)) or step_cost(cfg)
+    sc = _TRAIN.get(cost_key(cfg)) or _STEPS.get(cost_key(cfg)) or step_cost(cfg)
     _, examples = evaluations(cfg, steps)
     cpu = steps * sc.cpu_s + examples / CHUNK * sc.eval_s
     # evaluation on a GPU: forward only (~1/3 of a step's FLOPs and operators), CHUNK at a time
@@ -343,7 +408,7 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
     run_s: dict[str, tuple[float, float]] = {}
     t0 = time.perf_counter()
     todo_cfgs = [c for c in configs if c.run_id not in finished]
-    costs = step_costs(todo_cfgs) or {}
+    costs = step_costs(todo_cfgs, workers=workers) or {}
     how = {k: _HOW.get(k, "timed") for k in costs}
     for c in configs:
         label = c.arm

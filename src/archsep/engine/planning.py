@@ -18,6 +18,7 @@ STACK_MAX_FLOPS = 5e7  # per model and step, on a CPU: measured neutral below, s
 STACK_MAX_RUNS = 16  # runs per stack: bounds its memory
 
 _FLOPS: dict[str, float] = {}  # by group_key: the planner, the worker and train_many all ask
+_OPS: dict[str, int] = {}  # by group_key: operators dispatched by that step, counted in the same pass
 _STACKABLE: dict[str, bool] = {}
 
 
@@ -54,11 +55,49 @@ def step_flops(cfg: RunConfig) -> float:
     """FLOPs of one training step (forward and backward) of one model of this config."""
     key = group_key(cfg)
     if key not in _FLOPS:
-        _FLOPS[key] = _count_step_flops(cfg)
+        _FLOPS[key], _OPS[key] = _count_step(cfg)
     return _FLOPS[key]
 
 
-def _count_step_flops(cfg: RunConfig) -> float:
+def longest_step_flops(cfg: RunConfig) -> float:
+    """FLOPs of one training step on a batch of the task's longest sequences (`sample_test`):
+    `step_flops` for a task of fixed shapes; what a cost estimate compares across lengths."""
+    if cfg.build_task().fixed_shapes:
+        return step_flops(cfg)
+    key = "longest:" + group_key(cfg)
+    if key not in _FLOPS:
+        _FLOPS[key], _OPS[key] = _count_step(cfg, longest=True)
+    return _FLOPS[key]
+
+
+def record_count(cfg: RunConfig, flops: float, ops: int, longest: bool = False) -> None:
+    """A step's FLOPs and operators counted elsewhere (a timing process), as `step_flops` (or
+    `longest_step_flops`) counts them."""
+    key = ("longest:" if longest and not cfg.build_task().fixed_shapes else "") + group_key(cfg)
+    _FLOPS[key], _OPS[key] = flops, ops
+
+
+def step_ops(cfg: RunConfig, longest: bool = False) -> int:
+    """Operators one training step dispatches (what a GPU pays a launch for), counted in the
+    pass that counts `step_flops` (so with the attention written out: a few more than fused)."""
+    if longest and not cfg.build_task().fixed_shapes:
+        longest_step_flops(cfg)
+        return _OPS["longest:" + group_key(cfg)]
+    step_flops(cfg)
+    return _OPS[group_key(cfg)]
+
+
+class _CountOps(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _count_step(cfg: RunConfig, longest: bool = False) -> tuple[float, int]:
     from torch.utils.flop_counter import FlopCounterMode
 
     task = cfg.build_task()
@@ -67,10 +106,10 @@ def _count_step_flops(cfg: RunConfig) -> float:
     # count the attention written out: the same arithmetic as the fused kernel, for which torch's
     # counter has no formula on a CPU (it would count nothing, and plans would change with it)
     use_attention(model, "explicit")
-    batch = task.sample(cfg.train.batch_size, torch.Generator().manual_seed(0))
-    with FlopCounterMode(display=False) as fc:
+    batch = (task.sample_test if longest else task.sample)(cfg.train.batch_size, torch.Generator().manual_seed(0))
+    with FlopCounterMode(display=False) as fc, _CountOps() as ops:
         task.loss(model(batch.x), batch).backward()
-    return float(fc.get_total_flops())
+    return float(fc.get_total_flops()), ops.n
 
 
 def worth_stacking(cfg: RunConfig, flops: Callable[[RunConfig], float] = step_flops) -> bool:
