@@ -48,8 +48,8 @@ from .planning import group_key, longest_step_flops, plan_batches, record_count,
 # one H100 running PyTorch eagerly: ~8 us of launch and dispatch per operator; small models are
 # launch-bound. 1e14 FLOP/s sustained: well under the TF32/bf16 peak, as small matmuls get.
 GPU: dict[str, Any] = {"name": "one H100 (modelled)", "op_s": 8e-6, "flops": 1e14}
-EVAL_PROBE = 64  # held-out examples in the timed evaluation forward
-TIMED_STEPS, TIMED_S = 8, 0.4  # steps timed per shape: at most 8, or until they took TIMED_S seconds
+EVAL_PROBE = 32  # held-out examples in the timed evaluation forward
+TIMED_STEPS, TIMED_S = 8, 0.25  # steps timed per shape: at most 8, or until they took TIMED_S seconds
 
 
 @dataclass

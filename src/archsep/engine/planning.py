@@ -118,7 +118,7 @@ def worth_stacking(cfg: RunConfig, flops: Callable[[RunConfig], float] = step_fl
     models whose fused library kernels vmap would replace by a loop (`SeqModel.stackable`)."""
     from ..config import resolve_device
 
-    key = group_key(cfg)
+    key = json.dumps([cfg.arch, cfg.model_params], sort_keys=True, default=str)  # a property of the model alone
     if key not in _STACKABLE:
         with torch.device("meta"):
             _STACKABLE[key] = bool(getattr(cfg.model_config().build(cfg.build_task().spec), "stackable", True))
