@@ -196,3 +196,13 @@ def test_curves_csv_replays_to_what_a_raced_preset_did(tmp_path, monkeypatch):
             assert raced[key][k] == runs[k][:len(raced[key][k])]
         assert chosen[(key[2], key[3])] == scale.lrs[rep.chosen_raced]
     assert n_halved >= 2  # the race stopped runs: the comparison above is not vacuous
+
+
+def test_a_dry_run_counts_a_race_as_the_steps_it_can_train_at_most():
+    from archsep.engine.cost import planned_steps
+
+    two = _race(grid=GRID[:2], rungs=(0.25,))  # 80 steps: both to 20, one to 80
+    assert [planned_steps(c) for c in two] == [50, 50]
+    three = _race()  # three to 20, two to 40, one to 80: 60 + 40 + 40 = 140 of 240
+    assert sum(planned_steps(c) for c in three) == pytest.approx(140, abs=1)
+    assert planned_steps(_cfg(1e-3)) == 80

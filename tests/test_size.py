@@ -200,7 +200,7 @@ def test_a_scale_is_known_by_its_settings_not_by_which_object_holds_them():
     table = {"TF-(1,64)": {(100, 64): 0.99, (200, 64): 0.99}, "LSTM-64": {(100, 64): 0.2, (200, 64): 0.2},
              "LSTM-256": {(100, 64): 0.2, (200, 64): 0.2}}
     assert [c.text for c in exp.claims(table, copy)] == [c.text for c in exp.claims(table, exp.cpu)]
-    assert len(exp.claims(table, copy)) == 4  # the cpu scale's claims, not the quick scale's two
+    assert len(exp.claims(table, copy)) == 12  # the cpu scale's claims (fair_claims), not the quick scale's two
 
 
 def _fake_size_results(exp, scale: str, acc_of) -> list:
@@ -289,6 +289,41 @@ def test_dyck_cpu_is_one_protocol_and_its_claims_can_fail():
     same = _dyck_cpu({})  # as good as the LSTM at N = 100: not below it
     [o] = [c for c in same if c.kind == "ordering"]
     assert o.held is False
+
+
+def _lookup_cpu(acc: dict) -> list:
+    """Lookup cpu claims for accuracies acc[(label, N)]: 0.99 at N = 20, TF-(1,64) 0.99 and the
+    recurrent arms 0.05 at N = 100 unless given, a small seed-to-seed spread."""
+    exp = PRESETS.get("lookup-fig2")()
+    seeds = {}
+
+    def of(label, N):
+        k = seeds[(label, N)] = seeds.get((label, N), -1) + 1
+        default = 0.99 if N == 20 or label == "TF-(1,64)" else 0.05
+        return min(1.0, acc.get((label, N), default) + 0.002 * (k % 3 - 1))
+
+    return exp.analyze(_fake_size_results(exp, "cpu", of), "cpu").claims
+
+
+def test_lookup_cpu_is_one_protocol_with_every_named_arm_and_its_claims_can_fail():
+    exp = PRESETS.get("lookup-fig2")()
+    s = exp.cpu
+    assert s.unequal() == [] and s.seeds >= 3 and len(s.lrs) >= 2 and s.halving and s.patience
+    assert {a.arch for a in s.archs} >= {"tf-preln", "lstm", "mamba", "s4d", "retnet", "linear-tf"}
+    good = _lookup_cpu({})
+    assert all(c.held for c in good), [c.text for c in good if not c.held]
+    assert {c.kind for c in good} == {"control", "baseline", "ordering"} and len(good) == 6 + 1 + 5
+    # a recurrent arm as good as the Transformer at N = 100 is not below it
+    [o] = [c for c in _lookup_cpu({("RetNet-64", 100): 0.99}) if c.kind == "ordering" and "RetNet-64" in c.values]
+    assert o.held is False
+    # one that never learned, even at N = 20: no verdict
+    [o] = [c for c in _lookup_cpu({("Mamba-64", 20): 0.3}) if c.kind == "ordering" and "Mamba-64" in c.values]
+    assert o.held is None and "did not train" in o.text
+    # a Transformer at the trivial baseline does not "beat" it
+    base = next(b for b in exp.analyze(_fake_size_results(exp, "cpu", lambda lab, N: 0.9), "cpu").data["baselines"]
+                if b["N"] == 100)["best_acc"]
+    [b] = [c for c in _lookup_cpu({("TF-(1,64)", 100): base}) if c.kind == "baseline"]
+    assert b.held is False
 
 
 @pytest.mark.parametrize("name", [n for n in PRESETS.names() if issubclass(PRESETS.get(n), SizeExperiment)])

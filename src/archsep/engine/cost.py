@@ -221,7 +221,7 @@ def progress_weights(configs: Sequence[RunConfig]) -> dict[str, float]:
     costs = step_costs(configs, measure=False)
     out = {}
     for c in configs:
-        steps = c.train.budget // c.train.batch_size
+        steps = planned_steps(c)
         per_step = costs[cost_key(c)].cpu_s if costs is not None else step_flops(c)
         out[c.run_id] = max(steps * per_step, 1e-12)
     return out
@@ -279,12 +279,14 @@ def _measure_one(cfg_dict: dict, plugins: list | None) -> tuple[float, float, fl
 
 def _measure(cfgs: list[RunConfig], workers: int) -> None:
     """Time these shapes into `_STEPS` (and their counted FLOPs into the planner's): in
-    `workers` spawned processes at once where there are several, longest first, else here. A
+    `workers` spawned processes at once (no more than the machine's idle cores) where there
+    are several, longest first, else here. A
     pool that fails (a plugin its processes cannot import) leaves the work to this process."""
     same: dict[str, list[RunConfig]] = defaultdict(list)  # shapes alike but for task params that draw the data
     for c in cfgs:
         same[_shape_key(c)].append(c)
     cfgs = [g[0] for g in same.values()]
+    workers = min(workers, _idle_cores())
     if workers > 1 and len(cfgs) > 1:
         order = sorted(cfgs, key=lambda c: -float(c.task_params.get("N") or 0))
         try:
@@ -302,6 +304,16 @@ def _measure(cfgs: list[RunConfig], workers: int) -> None:
             key = cost_key(c)
             _STEPS[key], _HOW[key] = sc, "timed"
             record_count(c, sc.flops, sc.ops, longest=True)
+
+
+def _idle_cores() -> int:
+    """Cores not busy with other work (by the 1-minute load average): timing beside another
+    job's processes would measure the contention, not the step."""
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return 1
+    return max(1, (os.cpu_count() or 1) - round(load))
 
 
 def _shape_key(cfg: RunConfig) -> str:
@@ -387,6 +399,20 @@ class ArchCost:
     step_flops: list = field(default_factory=list)
 
 
+def planned_steps(cfg: RunConfig) -> int:
+    """The most steps a run can train: its budget, or under successive halving its share of its
+    race's (the worse half of the race stops at each rung whatever happens)."""
+    steps = cfg.train.budget // cfg.train.batch_size
+    if not cfg.train.halving_lrs:
+        return steps
+    n = racing = len(cfg.train.halving_lrs)
+    total, prev = 0, 0
+    for r in cfg.train.rung_steps():
+        total += racing * (r - prev)
+        racing, prev = math.ceil(racing / 2), r
+    return round((total + racing * (steps - prev)) / n)
+
+
 def run_seconds(cfg: RunConfig, steps: int) -> tuple[float, float]:
     """(CPU seconds on one thread, modelled GPU seconds) of one run of `steps` steps."""
     sc = _TRAIN.get(cost_key(cfg)) or _STEPS.get(cost_key(cfg)) or step_cost(cfg)
@@ -400,7 +426,8 @@ def run_seconds(cfg: RunConfig, steps: int) -> tuple[float, float]:
 
 
 def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] | None = None) -> dict:
-    """Costs per architecture label and in all: every run to its budget, except runs already
+    """Costs per architecture label and in all: every run to its budget (or its share of its
+    halving race's, `planned_steps`), except runs already
     finished (`finished`: their run ids), which cost nothing more. The wall time on
     this machine schedules the batches longest first over `workers` single-thread workers."""
     finished = finished or set()
@@ -416,7 +443,7 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
         a = by_label.setdefault(label, ArchCost(label, name))
         if name not in a.model.split(" .. "):  # one label over several sizes, e.g. heads = q
             a.model = f"{a.model.split(' .. ')[0]} .. {name}"
-        steps = c.train.budget // c.train.batch_size
+        steps = planned_steps(c)
         a.runs += 1
         if c.run_id in finished:
             continue
@@ -460,7 +487,8 @@ def hms(s: float) -> str:
 
 def report(name: str, est: dict) -> str:
     lines = [f"{name}: {est['runs']} runs, {est['to_run']} to run in {est['batches']} batches; every run "
-             f"to its budget (runs that reach their threshold stop sooner)"]
+             f"to its budget, the losers of a learning-rate race to their rung (runs that reach their threshold "
+             f"or a plateau stop sooner)"]
     w = max([4] + [len(a.label) for a in est["archs"]]) + 2
     m = max([5] + [len(a.model) for a in est["archs"]]) + 2
     lines.append(f"  {'arch':<{w}}{'model':<{m}}{'runs':>5} {'GFLOP/step':>16}{'train TFLOP':>13}"

@@ -108,6 +108,16 @@ def dss(widths: tuple[int, ...] = (64,)) -> SizeArch:
     return SizeArch("DSS", "s4d", {"layers": 1}, widths)
 
 
+def retnet(widths: tuple[int, ...] = (64,)) -> SizeArch:
+    # one layer of multi-scale retention, 4 heads, the paper's rotation (as RetNetConfig's defaults)
+    return SizeArch("RetNet", "retnet", {"layers": 1}, widths)
+
+
+def linear_tf(widths: tuple[int, ...] = (64,)) -> SizeArch:
+    # one layer of causal linear attention (elu+1 features), 4 heads, learned positions as tf()
+    return SizeArch("LinTF", "linear-tf", {"layers": 1}, widths)
+
+
 @dataclass(frozen=True)
 class Cell:
     label: str  # the architecture's name in tables and figures, e.g. "TF-(1,64)"
