@@ -11,7 +11,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from archsep.config import RunConfig, TrainConfig
-from archsep.engine.planning import _count_step_flops, estimate_memory
+from archsep.engine.planning import _count_step, estimate_memory
 from archsep.engine.stack import Stacked
 from archsep.errors import ArchsepError
 from archsep.models import make_model_config
@@ -222,7 +222,7 @@ def test_step_flops_count_the_attention_as_before():
             task.loss(model(batch.x), batch).backward()
         counts[impl] = fc.get_total_flops()
     assert counts["fused"] < counts["explicit"]  # the counter misses the fused kernel
-    assert _count_step_flops(cfg) == counts["explicit"]
+    assert _count_step(cfg)[0] == counts["explicit"]
     dyck = RunConfig("dyck", "tf-preln", {"N": 30}, {"layers": 2, "width": 16, "heads": 2}, TrainConfig(batch_size=8))
     assert estimate_memory(dyck)[0] > 0
 
