@@ -3,6 +3,8 @@ recurrent form (float32 and float64, across chunk boundaries), the chunked kerne
 recurrences written out as loops, Mamba-2's decay matrix is its closed form, causality, state
 size by counting the carried state, pruning to the readout, config errors, every paper-A
 classification task, stacking under vmap, and a small learning test through the engine."""
+import math
+
 import pytest
 import torch
 from mixer_util import assert_forms_agree, assert_forms_agree_in_float64
@@ -34,6 +36,9 @@ MODELS = [
     ("deltanet", {"layers": 2, "width": 16, "heads": 4}),
     ("deltanet", {"layers": 1, "width": 8, "heads": 2, "gated": True}),
     ("deltanet", {"layers": 2, "width": 12, "heads": 3, "gated": True, "positions": "sinusoidal"}),
+    ("swa", {"layers": 1, "width": 8, "heads": 2, "window": 1}),
+    ("swa", {"layers": 2, "width": 16, "heads": 4, "window": 5}),
+    ("swa", {"layers": 1, "width": 12, "heads": 3, "window": 64, "rope": False, "positions": "learned"}),
 ]
 IDS = [f"{a}-{'-'.join(f'{k}={v}' for k, v in p.items())}" for a, p in MODELS]
 
@@ -179,6 +184,8 @@ def test_later_inputs_do_not_change_earlier_outputs(arch, params):
 
 def _expected_state(arch, params):
     W, H, layers = params["width"], params["heads"], params["layers"]
+    if arch == "swa":
+        return layers * 2 * params["window"] * W  # the window's keys and values
     if arch != "mamba2":
         return layers * W * W // H  # S per head
     E, N, G = params.get("expand", 2) * W, params["d_state"], params.get("groups", 1)
@@ -213,10 +220,48 @@ def test_pruned_to_the_readout_the_last_block_computes_the_last_position_alone(a
 
 
 def test_without_learned_positions_the_length_is_unbounded():
-    for arch in ("gla", "mamba2", "deltanet"):
+    for arch in ("gla", "mamba2", "deltanet", "swa"):
         assert build(arch, {"width": 8, "heads": 2}, TOKENS)(inputs(TOKENS, L=50)).shape == (3, 50, 4)
     with pytest.raises(ArchsepError, match="seq_len"):
         build("gla", {"width": 8, "heads": 2, "positions": "learned"}, TOKENS)(inputs(TOKENS, L=41))
+
+
+def test_sliding_window_attention_is_softmax_over_the_window_with_rotary_positions():
+    """Oracle, float64: every head's output written out position by position, its q and k rotated
+    by RoPE's angles as 2x2 rotations, softmax over the keys t - window < s <= t; and with a
+    window as long as the sequence and no rotation, plain causal softmax attention."""
+    from archsep.models.swa import ROPE_BASE, LocalAttention
+
+    B, L, W, H, w = 2, 13, 8, 2, 4
+    d = W // H
+    torch.manual_seed(0)
+    att = LocalAttention(W, H, w, rope=True).double()
+    h = torch.randn(B, L, W, dtype=torch.float64)
+    q, k, v = (x.unflatten(-1, (H, d)) for x in (att.q(h), *att.kv(h).chunk(2, -1)))  # (B, L, H, d)
+
+    def rot(x, t):  # (B, H, d) at position t
+        out = x.clone()
+        for i in range(d // 2):
+            a = t * ROPE_BASE ** (-2 * i / d)
+            c, s = math.cos(a), math.sin(a)
+            out[..., 2 * i], out[..., 2 * i + 1] = c * x[..., 2 * i] - s * x[..., 2 * i + 1], \
+                s * x[..., 2 * i] + c * x[..., 2 * i + 1]
+        return out
+
+    want = torch.zeros(B, L, H, d, dtype=torch.float64)
+    for t in range(L):
+        keys = range(max(0, t - w + 1), t + 1)
+        scores = torch.stack([(rot(q[:, t], t) * rot(k[:, s], s)).sum(-1) / math.sqrt(d) for s in keys], -1)
+        p = scores.softmax(-1)  # (B, H, |keys|)
+        want[:, t] = sum(p[..., j, None] * v[:, s] for j, s in enumerate(keys))
+    torch.testing.assert_close(att(h), att.out(want.flatten(2)), rtol=0, atol=1e-10)
+    full = LocalAttention(W, H, L, rope=False).double()
+    q, k, v = (x.unflatten(-1, (H, d)).transpose(1, 2) for x in (full.q(h), *full.kv(h).chunk(2, -1)))
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+    scores = (q @ k.transpose(-1, -2) / math.sqrt(d)).masked_fill(~causal, float("-inf"))
+    torch.testing.assert_close(full(h), full.out((scores.softmax(-1) @ v).transpose(1, 2).flatten(2)),
+                               rtol=0, atol=1e-10)
+    assert make_model_config("swa", width=8, heads=2, window=4, layers=3).build(TOKENS).state_size(40) == 3 * 2 * 4 * 8
 
 
 # --- configs -------------------------------------------------------------------------------------
@@ -238,6 +283,8 @@ def test_defaults_and_names():
     ("gla", {"layers": 0}, "layers"),
     ("gla", {"width": 10, "heads": 3}, "heads"),
     ("gla", {"tau": 0.0}, "tau"),
+    ("swa", {"window": 0}, "window"),
+    ("swa", {"width": 12, "heads": 4}, "rope"),
     ("gla", {"tau": -16.0}, "tau"),
     ("gla", {"positions": "rotary"}, "positions"),
     ("gla", {"mlp_width": 0}, "mlp_width"),
