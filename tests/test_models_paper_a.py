@@ -30,6 +30,7 @@ SMALL = [
     ("mamba2", {"layers": 2, "width": 8, "heads": 2, "d_state": 4}),
     ("deltanet", {"layers": 2, "width": 8, "heads": 2}),
     ("deltanet", {"layers": 1, "width": 8, "heads": 2, "gated": True}),
+    ("swa", {"layers": 2, "width": 8, "heads": 2, "window": 5}),
 ]
 
 
