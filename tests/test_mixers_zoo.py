@@ -230,7 +230,8 @@ def test_sliding_window_attention_is_softmax_over_the_window_with_rotary_positio
     """Oracle, float64: every head's output written out position by position, its q and k rotated
     by RoPE's angles as 2x2 rotations, softmax over the keys t - window < s <= t; and with a
     window as long as the sequence and no rotation, plain causal softmax attention."""
-    from archsep.models.swa import ROPE_BASE, LocalAttention
+    from archsep.models.attention import ROPE_BASE
+    from archsep.models.swa import LocalAttention
 
     B, L, W, H, w = 2, 13, 8, 2, 4
     d = W // H

@@ -23,26 +23,10 @@ from torch import nn
 
 from ..errors import check
 from ..tasks.base import TaskSpec
+from .attention import rotate
 from .base import ModelConfig
 from .mixer_stack import Mixer, MixerStack, check_positions, check_stack
 from .registry import MODELS
-
-ROPE_BASE = 10_000.0
-
-
-def rope_angles(positions: torch.Tensor, dim: int, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin (len(positions), dim/2) of RoPE's angles t * base^(-2i/dim), computed in
-    float64 and given in `dtype`."""
-    inv = ROPE_BASE ** (-torch.arange(0, dim, 2, dtype=torch.float64, device=positions.device) / dim)
-    ang = positions.double()[:, None] * inv[None]  # (L, dim/2)
-    return ang.cos().to(dtype), ang.sin().to(dtype)
-
-
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x (..., L, d) rotated pairwise (x_2i, x_2i+1) by the angles of its positions (L, d/2)."""
-    a, b = x[..., 0::2], x[..., 1::2]  # (..., L, d/2)
-    return torch.stack((a * cos - b * sin, a * sin + b * cos), -1).flatten(-2)  # (..., L, d)
-
 
 def band_mask(Lq: int, L: int, window: int, device=None) -> torch.Tensor:
     """(Lq, L) bool: query i (the last Lq of L positions) sees key j iff 0 <= i - j < window."""
@@ -66,7 +50,7 @@ class LocalAttention(Mixer):
         return x.unflatten(-1, (self.heads, self.dh)).transpose(1, 2)
 
     def _rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return rotate(x, *rope_angles(positions, self.dh, x.dtype)) if self.rope else x
+        return rotate(x, positions) if self.rope else x
 
     def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
         L = h.shape[1]

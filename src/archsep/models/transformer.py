@@ -13,13 +13,15 @@ from torch import nn
 
 from ..errors import ArchsepError, check
 from ..tasks.base import TaskSpec
-from .attention import attend
+from .attention import alibi_bias, attend, rotate
 from .attention import weights as attention_weights
 from .base import ModelConfig, SeqModel, input_layer
 from .registry import MODELS
 
-_POSITIONS = ("learned", "sinusoidal", "none")
+_POSITIONS = ("learned", "sinusoidal", "none", "rope", "alibi")
 _POOLS = ("none", "mean")
+_MLPS = ("gelu", "swiglu")
+_LATER = {"mlp": "gelu"}  # fields added after runs were stored: in a run's identity only when set
 
 
 def sinusoidal_positions(length: int, width: int) -> torch.Tensor:
@@ -33,9 +35,13 @@ def sinusoidal_positions(length: int, width: int) -> torch.Tensor:
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, width: int, heads: int, causal: bool):
+    """Multi-head softmax attention; `positions` "rope" rotates q and k by their positions,
+    "alibi" adds ALiBi's linear distance bias to the scores (other values: nothing here)."""
+
+    def __init__(self, width: int, heads: int, causal: bool, positions: str = "learned"):
         super().__init__()
         self.heads, self.causal = heads, causal
+        self.rope, self.alibi = positions == "rope", positions == "alibi"
         self.attention_impl = "fused"  # or "explicit": same math (see models.attention)
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
@@ -45,17 +51,29 @@ class SelfAttention(nn.Module):
         q, k, v = self.qkv(h).view(B, L, 3, self.heads, W // self.heads).permute(2, 0, 3, 1, 4)
         return q, k, v  # each (B, H, L, W/H)
 
+    def _positioned(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """q (B, H, Lq, d) for the last Lq of the L positions of k (B, H, L, d): rotated (RoPE),
+        and the scores' bias (ALiBi, (H, Lq, L)) or None."""
+        L, Lq = k.shape[2], q.shape[2]
+        pos = torch.arange(L, device=k.device)
+        if self.rope:
+            q, k = rotate(q, pos[L - Lq:]), rotate(k, pos)
+        return q, k, alibi_bias(self.heads, pos[L - Lq:], pos).to(q.dtype) if self.alibi else None
+
     def weights(self, h: torch.Tensor) -> torch.Tensor:
         """(B, H, L, L) softmax attention weights (always the explicit form: it has them)."""
         q, k, _ = self._qkv(h)
-        return attention_weights(q, k, causal=self.causal)
+        q, k, bias = self._positioned(q, k)
+        return attention_weights(q, k, causal=self.causal, bias=bias)
 
     def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
         # fused SDPA by default; the explicit form under vmap (stacked training), see `attend`
         if last_only:
             return self._last(h)
-        q, k, v = self._qkv(h)
-        return self.proj(attend(q, k, v, causal=self.causal, impl=self.attention_impl).transpose(1, 2).flatten(2))
+        q, k, v = self._qkv(h)  # (B, H, L, d) each
+        q, k, bias = self._positioned(q, k)
+        y = attend(q, k, v, causal=self.causal, impl=self.attention_impl, bias=bias)  # (B, H, L, d)
+        return self.proj(y.transpose(1, 2).flatten(2))  # (B, L, W)
 
     def _last(self, h: torch.Tensor) -> torch.Tensor:
         """The output at the last position only: its query against every key (B, 1, W)."""
@@ -65,17 +83,33 @@ class SelfAttention(nn.Module):
         bq, bkv = self.qkv.bias.split([W, 2 * W])
         q = nn.functional.linear(h[:, -1:], wq, bq).view(B, 1, self.heads, dh).transpose(1, 2)  # (B, H, 1, dh)
         k, v = nn.functional.linear(h, wkv, bkv).view(B, L, 2, self.heads, dh).permute(2, 0, 3, 1, 4)
+        q, k, bias = self._positioned(q, k)
         # the last position sees every key: no mask (a causal flag would align the one query
         # with the first key and hide the rest)
-        return self.proj(attend(q, k, v, causal=False, impl=self.attention_impl).transpose(1, 2).flatten(2))
+        y = attend(q, k, v, causal=False, impl=self.attention_impl, bias=bias)  # (B, H, 1, dh)
+        return self.proj(y.transpose(1, 2).flatten(2))
+
+
+class SwiGLU(nn.Module):
+    """The gated MLP of LLaMA-style blocks: W2 (SiLU(x W1) * x W3)."""
+
+    def __init__(self, width: int, hidden: int):
+        super().__init__()
+        self.w1, self.w3 = nn.Linear(width, hidden), nn.Linear(width, hidden)
+        self.w2 = nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(nn.functional.silu(self.w1(x)) * self.w3(x))
 
 
 class Block(nn.Module):
-    def __init__(self, width: int, heads: int, mlp_width: int, causal: bool):
+    def __init__(self, width: int, heads: int, mlp_width: int, causal: bool, positions: str = "learned",
+                 mlp: str = "gelu"):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
-        self.attn = SelfAttention(width, heads, causal)
-        self.mlp = nn.Sequential(nn.Linear(width, mlp_width), nn.GELU(), nn.Linear(mlp_width, width))
+        self.attn = SelfAttention(width, heads, causal, positions)
+        self.mlp = (SwiGLU(width, mlp_width) if mlp == "swiglu"
+                    else nn.Sequential(nn.Linear(width, mlp_width), nn.GELU(), nn.Linear(mlp_width, width)))
 
     def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
         a = self.ln1(h)
@@ -97,8 +131,9 @@ class PreLNTransformer(SeqModel):
         elif cfg.positions == "sinusoidal":
             self.register_buffer("pos", sinusoidal_positions(L, width), persistent=False)
         else:
-            self.pos = None  # type: ignore[assignment]  # no learned positions
-        self.blocks = nn.ModuleList(Block(width, cfg.heads, mlp_width, cfg.causal) for _ in range(cfg.layers))
+            self.pos = None  # type: ignore[assignment]  # none added to the embedding (none, rope, alibi)
+        self.blocks = nn.ModuleList(Block(width, cfg.heads, mlp_width, cfg.causal, cfg.positions, cfg.mlp)
+                                    for _ in range(cfg.layers))
         self.ln_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, spec.output_dim)
         self.readout_last = spec.readout == "last" and cfg.pool == "none"
@@ -147,18 +182,25 @@ class PreLNTransformer(SeqModel):
 @MODELS.register("tf-preln")
 @dataclass(frozen=True)
 class PreLNTransformerConfig(ModelConfig):
-    """Pre-LN Transformer with `layers` blocks of width `width`, `heads` heads and a GELU MLP
-    of width `mlp_width` (default 4*width). positions: learned (sized to the task's seq_len),
-    sinusoidal or none; causal or bidirectional attention; pool='mean' reads out the mean of
-    the final states (over the visible prefix when causal) instead of each position's own."""
+    """Pre-LN Transformer with `layers` blocks of width `width`, `heads` heads and an MLP of width
+    `mlp_width` (default 4*width): GELU, or `mlp = "swiglu"` (W2 (SiLU(x W1) * x W3)). positions:
+    learned (sized to the task's seq_len) or sinusoidal, added to the embedding; rope (rotary q and
+    k) or alibi (ALiBi's per-head linear distance bias on the scores), inside attention; or none.
+    Causal or bidirectional attention; pool='mean' reads out the mean of the final states (over
+    the visible prefix when causal) instead of each position's own."""
 
     layers: int = 2
     width: int = 64
     heads: int = 4
     mlp_width: int | None = None
-    positions: Literal["learned", "sinusoidal", "none"] = "learned"
+    positions: Literal["learned", "sinusoidal", "none", "rope", "alibi"] = "learned"
     causal: bool = True
     pool: Literal["none", "mean"] = "none"
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+
+    def params(self) -> dict:
+        """The fields, less those added later at their defaults: stored run ids stay the same."""
+        return {k: v for k, v in super().params().items() if _LATER.get(k, object()) != v}
 
     def __post_init__(self) -> None:
         check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
@@ -169,6 +211,9 @@ class PreLNTransformerConfig(ModelConfig):
         check(self.positions in _POSITIONS, "positions",
               f"must be one of {', '.join(_POSITIONS)}, got {self.positions!r}")
         check(self.pool in _POOLS, "pool", f"must be one of {', '.join(_POOLS)}, got {self.pool!r}")
+        check(self.mlp in _MLPS, "mlp", f"must be one of {', '.join(_MLPS)}, got {self.mlp!r}")
+        check(self.positions != "rope" or (self.width // self.heads) % 2 == 0, "positions",
+              f"rope needs an even head width (width / heads), got {self.width // self.heads}")
 
     def short_name(self) -> str:
         return f"TF-({self.layers},{self.width})"  # paper A's name: (layers, width)
