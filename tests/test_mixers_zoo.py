@@ -39,6 +39,9 @@ MODELS = [
     ("swa", {"layers": 1, "width": 8, "heads": 2, "window": 1}),
     ("swa", {"layers": 2, "width": 16, "heads": 4, "window": 5}),
     ("swa", {"layers": 1, "width": 12, "heads": 3, "window": 64, "rope": False, "positions": "learned"}),
+    ("baseconv", {"layers": 1, "width": 8}),
+    ("baseconv", {"layers": 2, "width": 6, "kernel": 4, "short": 1}),
+    ("baseconv", {"layers": 1, "width": 4, "kernel": 7, "short": 2, "positions": "sinusoidal"}),
 ]
 IDS = [f"{a}-{'-'.join(f'{k}={v}' for k, v in p.items())}" for a, p in MODELS]
 
@@ -183,7 +186,9 @@ def test_later_inputs_do_not_change_earlier_outputs(arch, params):
 
 
 def _expected_state(arch, params):
-    W, H, layers = params["width"], params["heads"], params["layers"]
+    W, H, layers = params["width"], params.get("heads", 1), params["layers"]
+    if arch == "baseconv":  # the short conv's last inputs and the long filter's window of u
+        return layers * (params.get("kernel", 40) + params.get("short", 3) - 1) * W
     if arch == "swa":
         return layers * 2 * params["window"] * W  # the window's keys and values
     if arch != "mamba2":
@@ -265,6 +270,21 @@ def test_sliding_window_attention_is_softmax_over_the_window_with_rotary_positio
     assert make_model_config("swa", width=8, heads=2, window=4, layers=3).build(TOKENS).state_size(40) == 3 * 2 * 4 * 8
 
 
+def test_baseconv_is_a_gated_convolution_written_out():
+    """Oracle, float64: y_t = g_t * sum_s f_s u'_{t-s}, u' the short convolution of u, both as loops."""
+    from archsep.models.baseconv import GatedConv
+
+    B, L, W, K, S = 2, 9, 3, 4, 2
+    torch.manual_seed(0)
+    m = GatedConv(W, K, S).double()
+    h = torch.randn(B, L, W, dtype=torch.float64)
+    u, g = m.u(h), m.g(h)
+    us = torch.stack([sum(m.short_taps[:, s] * u[:, t - s] for s in range(min(S, t + 1))) for t in range(L)], 1)
+    y = torch.stack([sum(m.taps[:, s] * us[:, t - s] for s in range(min(K, t + 1))) for t in range(L)], 1)
+    torch.testing.assert_close(m(h), m.out(g * y), rtol=0, atol=1e-10)
+    torch.testing.assert_close(m(h, last_only=True), m.out(g * y)[:, -1:], rtol=0, atol=1e-10)
+
+
 # --- configs -------------------------------------------------------------------------------------
 def test_defaults_and_names():
     g, m, d = (make_model_config(a) for a in ("gla", "mamba2", "deltanet"))
@@ -285,6 +305,8 @@ def test_defaults_and_names():
     ("gla", {"width": 10, "heads": 3}, "heads"),
     ("gla", {"tau": 0.0}, "tau"),
     ("swa", {"window": 0}, "window"),
+    ("baseconv", {"kernel": 0}, "kernel"),
+    ("baseconv", {"short": 0}, "short"),
     ("swa", {"width": 12, "heads": 4}, "rope"),
     ("gla", {"tau": -16.0}, "tau"),
     ("gla", {"positions": "rotary"}, "positions"),

@@ -1,0 +1,111 @@
+"""BaseConv (Arora et al. 2023, "Zoology"): a gated long convolution, the simplest of the
+attention-free mixers that Zoology measures on associative recall, in the pre-LN block stack of
+`retnet` (models/mixer_stack.py).
+
+Per channel c of the width, with u = h W_u and g = h W_g (linear maps of the block's input):
+    y_t = g_t * sum_{s=0}^{min(t, K-1)} f_s u_{t-s}            (then a linear projection)
+with an explicit filter f (K taps per channel, K = `kernel`, default the task's whole length) and
+a short causal convolution (`short`, 3 taps) on u first, as in Zoology's BaseConv.
+- parallel (training) form: depthwise causal convolutions over the whole sequence;
+- recurrent form: a buffer of the last K values of u (and of the short conv's inputs).
+The state is that buffer: K * width floats per layer (with K = the task's length, a model whose
+state grows with N, like attention's KV cache; with a short K, a fixed-size state).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import check
+from ..tasks.base import TaskSpec
+from .base import ModelConfig
+from .mixer_stack import Mixer, MixerStack, check_positions
+from .registry import MODELS
+
+
+def causal_conv(x: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
+    """x (B, L, W), taps (W, K) -> (B, L, W): y_t = sum_{s<K} taps[:, s] * x_{t-s} (zero before 0)."""
+    K = taps.shape[1]
+    y = F.conv1d(F.pad(x.transpose(1, 2), (K - 1, 0)), taps.flip(-1)[:, None], groups=x.shape[-1])  # (B, W, L)
+    return y.transpose(1, 2)
+
+
+class GatedConv(Mixer):
+    def __init__(self, width: int, kernel: int, short: int):
+        super().__init__()
+        self.kernel, self.short = kernel, short
+        self.state_floats = (kernel + short - 1) * width
+        self.u, self.g = nn.Linear(width, width), nn.Linear(width, width)
+        self.short_taps = nn.Parameter(torch.randn(width, short) / short**0.5)
+        # a decaying start: early taps larger, as a long filter is usually initialised
+        decay = torch.exp(-torch.arange(kernel, dtype=torch.float32) / max(1.0, kernel / 4))
+        self.taps = nn.Parameter(torch.randn(width, kernel) * decay / kernel**0.5)
+        self.out = nn.Linear(width, width)
+
+    def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        K = min(self.kernel, h.shape[1])
+        u = causal_conv(self.u(h), self.short_taps)  # (B, L, W)
+        if last_only:  # the last position alone: its window of u against the taps, reversed
+            y = (u[:, -K:].flip(1) * self.taps[:, :K].T).sum(1, keepdim=True)  # (B, 1, W)
+            return self.out(self.g(h[:, -1:]) * y)
+        y = causal_conv(u, self.taps[:, :K])  # (B, L, W)
+        return self.out(self.g(h) * y)
+
+    def init_state(self, batch: int, device=None, dtype=None) -> dict[str, torch.Tensor]:
+        W = self.u.out_features
+        return {"x": torch.zeros(batch, self.short - 1, W, device=device, dtype=dtype),
+                "u": torch.zeros(batch, self.kernel, W, device=device, dtype=dtype)}
+
+    def step(self, h: torch.Tensor, state: dict[str, torch.Tensor], t: int
+             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Position t: h (B, W) -> output (B, W); the buffers keep the last short-1 inputs of the
+        short conv and the last `kernel` values of u, the newest last."""
+        xs = torch.cat([state["x"], self.u(h)[:, None]], 1)  # (B, short, W)
+        u = (xs.flip(1) * self.short_taps.T).sum(1)  # (B, W)
+        us = torch.cat([state["u"][:, 1:], u[:, None]], 1)  # (B, kernel, W)
+        y = (us.flip(1) * self.taps.T).sum(1)  # (B, W): zeros before position 0 add nothing
+        return self.out(self.g(h) * y), {"x": xs[:, 1:], "u": us}
+
+
+class BaseConv(MixerStack):
+    def __init__(self, cfg: BaseConvConfig, spec: TaskSpec):
+        kernel = cfg.kernel or spec.seq_len
+        mixers: list[Mixer] = [GatedConv(cfg.width, kernel, cfg.short) for _ in range(cfg.layers)]
+        super().__init__(cfg, spec, mixers)
+        self.cfg = cfg
+
+
+@MODELS.register("baseconv")
+@dataclass(frozen=True)
+class BaseConvConfig(ModelConfig):
+    """BaseConv: `layers` pre-LN blocks of width `width` whose mixer is a gated long convolution
+    (an explicit filter of `kernel` taps per channel, default the task's whole length, after a
+    short causal convolution of `short` taps), and a GELU MLP of width `mlp_width` (default
+    4*width); positions: learned | sinusoidal | none added to the embedding (none: the
+    convolution is position-aware)."""
+
+    layers: int = 2
+    width: int = 64
+    kernel: int | None = None
+    short: int = 3
+    mlp_width: int | None = None
+    positions: Literal["learned", "sinusoidal", "none"] = "none"
+
+    def __post_init__(self) -> None:
+        check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
+        check(self.width >= 1, "width", f"must be >= 1, got {self.width}")
+        check(self.mlp_width is None or self.mlp_width >= 1, "mlp_width", f"must be >= 1, got {self.mlp_width}")
+        check(self.kernel is None or self.kernel >= 1, "kernel", f"must be >= 1 (None: the task's length), "
+                                                                 f"got {self.kernel}")
+        check(self.short >= 1, "short", f"must be >= 1, got {self.short}")
+        check_positions(self)
+
+    def short_name(self) -> str:
+        return f"BaseConv-({self.layers},{self.width})"
+
+    def build(self, spec: TaskSpec) -> BaseConv:
+        return BaseConv(self, spec)
