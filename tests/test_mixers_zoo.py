@@ -42,6 +42,8 @@ MODELS = [
     ("baseconv", {"layers": 1, "width": 8}),
     ("baseconv", {"layers": 2, "width": 6, "kernel": 4, "short": 1}),
     ("baseconv", {"layers": 1, "width": 4, "kernel": 7, "short": 2, "positions": "sinusoidal"}),
+    ("rwkv", {"layers": 1, "width": 8}),
+    ("rwkv", {"layers": 2, "width": 6, "positions": "learned", "mlp_width": 5}),
 ]
 IDS = [f"{a}-{'-'.join(f'{k}={v}' for k, v in p.items())}" for a, p in MODELS]
 
@@ -187,6 +189,8 @@ def test_later_inputs_do_not_change_earlier_outputs(arch, params):
 
 def _expected_state(arch, params):
     W, H, layers = params["width"], params.get("heads", 1), params["layers"]
+    if arch == "rwkv":  # a, b, p and the last input, per channel
+        return layers * 4 * W
     if arch == "baseconv":  # the short conv's last inputs and the long filter's window of u
         return layers * (params.get("kernel", 40) + params.get("short", 3) - 1) * W
     if arch == "swa":
@@ -285,6 +289,35 @@ def test_baseconv_is_a_gated_convolution_written_out():
     torch.testing.assert_close(m(h, last_only=True), m.out(g * y)[:, -1:], rtol=0, atol=1e-10)
 
 
+def test_rwkv_wkv_is_its_sums_written_out_and_stable():
+    """Oracle, float64: wkv_t = (sum_{i<t} e^{-(t-1-i)w+k_i} v_i + e^{u+k_t} v_t) / (the same
+    without v); and the recurrence stays finite where e^k alone would overflow."""
+    from archsep.models.rwkv import QUERY_BLOCK, TimeMix, wkv_parallel
+
+    B, L, W = 2, QUERY_BLOCK + 5, 3
+    g = torch.Generator().manual_seed(0)
+    k, v = (torch.randn(B, L, W, generator=g, dtype=torch.float64) for _ in range(2))
+    w, u = torch.rand(W, generator=g, dtype=torch.float64) + 0.1, torch.randn(W, generator=g, dtype=torch.float64)
+    want = torch.zeros(B, L, W, dtype=torch.float64)
+    for t in range(L):
+        num = sum((-(t - 1 - i) * w + k[:, i]).exp() * v[:, i] for i in range(t)) + (u + k[:, t]).exp() * v[:, t]
+        den = sum((-(t - 1 - i) * w + k[:, i]).exp() for i in range(t)) + (u + k[:, t]).exp()
+        want[:, t] = num / den
+    torch.testing.assert_close(wkv_parallel(k, v, w, u), want, rtol=0, atol=1e-10)
+    torch.testing.assert_close(wkv_parallel(k, v, w, u, last_only=True), want[:, -1:], rtol=0, atol=1e-10)
+    m = TimeMix(4)
+    with torch.no_grad():
+        m.k.weight.mul_(1000.0)  # keys of size ~1e3: e^k overflows float32
+    h = torch.randn(2, 30, 4)
+    par = m(h)
+    state, rec = m.init_state(2), []
+    for t in range(30):
+        y, state = m.step(h[:, t], state, t)
+        rec.append(y)
+    assert torch.isfinite(par).all() and torch.isfinite(torch.stack(rec, 1)).all()
+    torch.testing.assert_close(torch.stack(rec, 1), par, rtol=1e-4, atol=1e-4)
+
+
 # --- configs -------------------------------------------------------------------------------------
 def test_defaults_and_names():
     g, m, d = (make_model_config(a) for a in ("gla", "mamba2", "deltanet"))
@@ -307,6 +340,7 @@ def test_defaults_and_names():
     ("swa", {"window": 0}, "window"),
     ("baseconv", {"kernel": 0}, "kernel"),
     ("baseconv", {"short": 0}, "short"),
+    ("rwkv", {"layers": 0}, "layers"),
     ("swa", {"width": 12, "heads": 4}, "rope"),
     ("gla", {"tau": -16.0}, "tau"),
     ("gla", {"positions": "rotary"}, "positions"),

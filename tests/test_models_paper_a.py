@@ -32,6 +32,7 @@ SMALL = [
     ("deltanet", {"layers": 1, "width": 8, "heads": 2, "gated": True}),
     ("swa", {"layers": 2, "width": 8, "heads": 2, "window": 5}),
     ("baseconv", {"layers": 2, "width": 8, "kernel": 6}),
+    ("rwkv", {"layers": 2, "width": 8}),
 ]
 
 

@@ -23,7 +23,7 @@ from torch import nn
 from ..errors import check
 from ..tasks.base import TaskSpec
 from .base import ModelConfig
-from .mixer_stack import Mixer, MixerStack, check_positions
+from .mixer_stack import Mixer, MixerStack, check_positions, check_widths
 from .registry import MODELS
 
 
@@ -96,9 +96,7 @@ class BaseConvConfig(ModelConfig):
     positions: Literal["learned", "sinusoidal", "none"] = "none"
 
     def __post_init__(self) -> None:
-        check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
-        check(self.width >= 1, "width", f"must be >= 1, got {self.width}")
-        check(self.mlp_width is None or self.mlp_width >= 1, "mlp_width", f"must be >= 1, got {self.mlp_width}")
+        check_widths(self)
         check(self.kernel is None or self.kernel >= 1, "kernel", f"must be >= 1 (None: the task's length), "
                                                                  f"got {self.kernel}")
         check(self.short >= 1, "short", f"must be >= 1, got {self.short}")

@@ -31,10 +31,15 @@ POSITIONS = ("learned", "sinusoidal", "none")
 def check_stack(cfg: typing.Any) -> None:
     """The checks every mixer stack's config shares: layers, width and heads >= 1, heads dividing
     the width, mlp_width >= 1 when set. A config runs its own after it, then `check_positions`."""
-    check(cfg.layers >= 1, "layers", f"must be >= 1, got {cfg.layers}")
-    check(cfg.width >= 1, "width", f"must be >= 1, got {cfg.width}")
+    check_widths(cfg)
     check(cfg.heads >= 1, "heads", f"must be >= 1, got {cfg.heads}")
     check(cfg.width % cfg.heads == 0, "heads", f"must divide width {cfg.width}, got {cfg.heads}")
+
+
+def check_widths(cfg: typing.Any) -> None:
+    """layers and width >= 1, mlp_width >= 1 when set: the checks of a stack without heads."""
+    check(cfg.layers >= 1, "layers", f"must be >= 1, got {cfg.layers}")
+    check(cfg.width >= 1, "width", f"must be >= 1, got {cfg.width}")
     check(cfg.mlp_width is None or cfg.mlp_width >= 1, "mlp_width", f"must be >= 1, got {cfg.mlp_width}")
 
 

@@ -1,0 +1,120 @@
+"""RWKV's time mixing (Peng et al. 2023, "RWKV: Reinventing RNNs for the Transformer Era",
+RWKV-4) in the pre-LN block stack of `retnet` (models/mixer_stack.py).
+
+Per channel, with token shift x'_t = mu * x_t + (1 - mu) * x_{t-1} (its own mu for k, v, r),
+k = x'_k W_k, v = x'_v W_v, r = sigmoid(x'_r W_r), a decay w = exp(w_log) > 0 and a bonus u:
+    wkv_t = (sum_{i<t} e^{-(t-1-i) w + k_i} v_i + e^{u + k_t} v_t)
+            / (sum_{i<t} e^{-(t-1-i) w + k_i} + e^{u + k_t}),         out_t = (r_t * wkv_t) W_o.
+wkv_t is a softmax over i <= t of the logits -(t-1-i) w + k_i (u + k_t at i = t), per channel.
+- parallel (training) form: that softmax, queries taken QUERY_BLOCK positions at a time (memory
+  B * QUERY_BLOCK * L * W);
+- recurrent form: RWKV's numerator, denominator and running maximum exponent (a, b, p), rescaled
+  at every step so that no exponential overflows, plus the previous input for the token shift.
+State: 4 * width floats per layer (a, b, p and x_{t-1}). The channel mixing of RWKV's block is
+replaced by the stack's GELU MLP (a simplification, stated).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+
+from ..tasks.base import TaskSpec
+from .base import ModelConfig
+from .mixer_stack import Mixer, MixerStack, check_positions, check_widths
+from .registry import MODELS
+
+QUERY_BLOCK = 16
+
+
+def wkv_parallel(k: torch.Tensor, v: torch.Tensor, w: torch.Tensor, u: torch.Tensor,
+                 last_only: bool = False) -> torch.Tensor:
+    """k, v (B, L, W), w > 0 and u (W,) -> wkv (B, L, W) (or (B, 1, W), the last position alone)."""
+    L = k.shape[1]
+    i = torch.arange(L, device=k.device)
+    starts = [L - 1] if last_only else range(0, L, QUERY_BLOCK)
+    out = []
+    for s in starts:
+        t = i[s:s + (1 if last_only else QUERY_BLOCK)]  # (Q,)
+        lag = (t[:, None] - 1 - i[None]).to(k.dtype)  # (Q, L): t - 1 - i
+        logits = k[:, None] - lag[None, :, :, None] * w  # (B, Q, L, W)
+        diag = (t[:, None] == i[None])[None, :, :, None]  # (1, Q, L, 1): i = t
+        logits = torch.where(diag, k[:, None] + u, logits)
+        logits = logits.masked_fill((i[None] > t[:, None])[None, :, :, None], float("-inf"))  # i > t
+        out.append((logits.softmax(2) * v[:, None]).sum(2))  # (B, Q, W)
+    return torch.cat(out, 1)
+
+
+class TimeMix(Mixer):
+    def __init__(self, width: int):
+        super().__init__()
+        self.state_floats = 4 * width
+        self.mu = nn.Parameter(torch.rand(3, width))  # token-shift mixes for k, v, r
+        self.k, self.v, self.r = (nn.Linear(width, width, bias=False) for _ in range(3))
+        self.w_log = nn.Parameter(torch.linspace(-3.0, 1.0, width))  # decays e^-w from near 1 to fast
+        self.u = nn.Parameter(torch.zeros(width))
+        self.out = nn.Linear(width, width, bias=False)
+
+    def _kvr(self, x: torch.Tensor, prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x and its token-shifted predecessor (..., W) -> k, v, sigmoid(r) (..., W)."""
+        mk, mv, mr = self.mu
+        return (self.k(mk * x + (1 - mk) * prev), self.v(mv * x + (1 - mv) * prev),
+                torch.sigmoid(self.r(mr * x + (1 - mr) * prev)))
+
+    def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        prev = torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], 1)  # (B, L, W): x_{t-1}, zero at 0
+        k, v, r = self._kvr(h, prev)  # (B, L, W) each
+        y = wkv_parallel(k, v, self.w_log.exp(), self.u, last_only)  # (B, Lq, W)
+        return self.out((r[:, -1:] if last_only else r) * y)
+
+    def init_state(self, batch: int, device=None, dtype=None) -> dict[str, torch.Tensor]:
+        W = self.u.shape[0]
+        z = torch.zeros(batch, W, device=device, dtype=dtype)
+        return {"a": z, "b": z.clone(), "p": torch.full_like(z, -1e30), "x": z.clone()}
+
+    def step(self, h: torch.Tensor, state: dict[str, torch.Tensor], t: int
+             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Position t: h (B, W) -> output (B, W), with RWKV's rescaled recurrence."""
+        k, v, r = self._kvr(h, state["x"])  # (B, W) each
+        a, b, p = state["a"], state["b"], state["p"]
+        ww = self.u + k
+        q = torch.maximum(p, ww)
+        e1, e2 = (p - q).exp(), (ww - q).exp()
+        y = (e1 * a + e2 * v) / (e1 * b + e2)  # (B, W)
+        ww = p - self.w_log.exp()
+        q = torch.maximum(ww, k)
+        e1, e2 = (ww - q).exp(), (k - q).exp()
+        state = {"a": e1 * a + e2 * v, "b": e1 * b + e2, "p": q, "x": h}
+        return self.out(r * y), state
+
+
+class RWKV(MixerStack):
+    def __init__(self, cfg: RWKVConfig, spec: TaskSpec):
+        super().__init__(cfg, spec, [TimeMix(cfg.width) for _ in range(cfg.layers)])
+        self.cfg = cfg
+
+
+@MODELS.register("rwkv")
+@dataclass(frozen=True)
+class RWKVConfig(ModelConfig):
+    """RWKV-4's time mixing: `layers` pre-LN blocks of width `width` whose mixer is the WKV
+    recurrence (per-channel decay and bonus, token shift, receptance gate), and a GELU MLP of
+    width `mlp_width` (default 4*width) in place of RWKV's channel mixing; positions: learned |
+    sinusoidal | none added to the embedding (none, as in RWKV)."""
+
+    layers: int = 2
+    width: int = 64
+    mlp_width: int | None = None
+    positions: Literal["learned", "sinusoidal", "none"] = "none"
+
+    def __post_init__(self) -> None:
+        check_widths(self)
+        check_positions(self)
+
+    def short_name(self) -> str:
+        return f"RWKV-({self.layers},{self.width})"
+
+    def build(self, spec: TaskSpec) -> RWKV:
+        return RWKV(self, spec)
