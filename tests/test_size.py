@@ -326,6 +326,31 @@ def test_lookup_cpu_is_one_protocol_with_every_named_arm_and_its_claims_can_fail
     assert b.held is False
 
 
+def test_mamba_width_cpu_is_one_protocol_and_its_claims_can_fail():
+    exp = PRESETS.get("mamba-width")()
+    s = exp.cpu
+    assert s.unequal() == [] and s.seeds >= 3 and len(s.lrs) >= 2 and s.archs[0].params["layers"] == 2
+    seeds: dict = {}
+
+    def claims(acc: dict) -> list:
+        def of(label, N):
+            k = seeds[(label, N)] = seeds.get((label, N), -1) + 1
+            width = {"Mamba-16": 0.2, "Mamba-32": 0.4, "Mamba-64": 0.6, "TF-(1,64)": 0.99}[label]
+            return acc.get((label, N), 0.99 if N == 20 else width) + 0.002 * (k % 3 - 1)
+        seeds.clear()
+        return exp.analyze(_fake_size_results(exp, "cpu", of), "cpu").claims
+
+    good = claims({})
+    assert all(c.held for c in good), [c.text for c in good if not c.held]
+    assert len(good) == 4 + 2 + 3
+    # widths level with each other: "rises with width" fails
+    flat = claims({("Mamba-32", 50): 0.2})
+    assert [c.held for c in flat if c.kind == "ordering" and {"Mamba-16", "Mamba-32"} <= set(c.values)] == [False]
+    # a width that never learned: no verdict on it
+    dead = claims({("Mamba-16", 20): 0.1})
+    assert all(c.held is None for c in dead if c.kind == "ordering" and "Mamba-16" in c.values)
+
+
 @pytest.mark.parametrize("name", [n for n in PRESETS.names() if issubclass(PRESETS.get(n), SizeExperiment)])
 def test_every_size_summary_says_whether_its_arms_were_trained_alike(name):
     exp = PRESETS.get(name)()
