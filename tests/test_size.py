@@ -289,6 +289,10 @@ def test_dyck_cpu_is_one_protocol_and_its_claims_can_fail():
     same = _dyck_cpu({})  # as good as the LSTM at N = 100: not below it
     [o] = [c for c in same if c.kind == "ordering"]
     assert o.held is False
+    # no Transformer trained at N = 100 (TF-(2,64) at chance there): TF-(1,64)'s shortfall says nothing
+    untrained_tf = _dyck_cpu({("TF-(1,64)", 100): 0.5, ("TF-(2,64)", 100): 0.5})
+    [o] = [c for c in untrained_tf if c.kind == "ordering"]
+    assert o.held is None and "a Transformer trains at N=100" in o.text
 
 
 def _lookup_cpu(acc: dict) -> list:
