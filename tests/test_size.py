@@ -312,7 +312,7 @@ def _lookup_cpu(acc: dict) -> list:
 def test_lookup_cpu_is_one_protocol_with_every_named_arm_and_its_claims_can_fail():
     exp = PRESETS.get("lookup-fig2")()
     s = exp.cpu
-    assert s.unequal() == [] and s.seeds >= 3 and len(s.lrs) >= 2 and s.halving and s.patience
+    assert s.unequal() == [] and s.seeds >= 3 and len(s.lrs) >= 2
     assert {a.arch for a in s.archs} >= {"tf-preln", "lstm", "mamba", "s4d", "retnet", "linear-tf"}
     good = _lookup_cpu({})
     assert all(c.held for c in good), [c.text for c in good if not c.held]

@@ -20,15 +20,15 @@ class LookupFig2(SizeExperiment):
     quick = SizeScale(Ns=(20, 50, 100), archs=(tf(1, (64,), heads=1), lstm((64,))),
                       lrs=(2e-3,), steps=4000, eval_every=200, val_size=500, test_size=5000)
     # cpu: the fair protocol (docs/paper_a.md): every architecture the paper names for index
-    # lookup at width 64, one 10k-step budget and lr grid {1e-3, 3e-4} for all, 3 seeds, the same
-    # stopping rules (the target, a plateau of 12 evaluations, successive halving of the lr grid
-    # at a quarter of the budget); N = 20 (every arm's control) and 200 (beyond the N = 100 where
-    # the paper has the recurrent models degrade). The former cpu scale gave TF-(1,64) 40k steps
-    # and two learning rates and the LSTMs 1.5k-6k steps at one: its claims could not fail.
+    # lookup at width 64, one 8k-step budget and lr grid {1e-3, 3e-4} for all, 3 seeds, every run
+    # to the target or its budget; N = 20 (every arm's control) and 100. No plateau stop and no
+    # learning-rate race: replayed on dyck-fig2's cpu curves both would have stopped runs that
+    # learned later (benchmarks/halving_replay.py, docs/paper_a.md). The former cpu scale gave
+    # TF-(1,64) 40k steps and two learning rates and the LSTMs 1.5k-6k steps at one: its claims
+    # could not fail.
     cpu = SizeScale(Ns=(20, 100), archs=(tf(1, (64,), heads=1), lstm((64,)), mamba((64,)), dss((64,)),
                                          retnet((64,)), linear_tf((64,))),
-                    lrs=(1e-3, 3e-4), steps=10_000, eval_every=250, val_size=1000, test_size=2000, seeds=3,
-                    patience=12, halving=(0.25,))
+                    lrs=(1e-3, 3e-4), steps=8000, eval_every=250, val_size=1000, test_size=2000, seeds=3)
     # the arms the paper has degrade beyond N = 100 (LSTM near chance there)
     recurrent = ("LSTM-64", "Mamba-64", "DSS-64", "RetNet-64", "LinTF-64")
     scales = ("quick", "cpu", "full")
