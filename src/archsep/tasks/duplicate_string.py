@@ -24,7 +24,7 @@ from typing import Literal
 import torch
 
 from .base import Batch, TaskSpec
-from .formal import FormalTask, bit_majority, seq2seq_batch
+from .formal import BitStringTask, bit_majority, seq2seq_batch
 from .registry import TASKS
 
 SEP, BLANK = 2, 3
@@ -32,7 +32,7 @@ SEP, BLANK = 2, 3
 
 @TASKS.register("duplicate-string")
 @dataclass(frozen=True)
-class DuplicateString(FormalTask):
+class DuplicateString(BitStringTask):
     N: int = 40  # test length of the input string; the longest training length
     train_lengths: Literal["variable", "fixed"] = "variable"
     min_length: int = 1  # shortest training length when variable (clipped to N)
@@ -41,13 +41,6 @@ class DuplicateString(FormalTask):
     @property
     def spec(self) -> TaskSpec:
         return TaskSpec("tokens", 4, 3 * self.N + 1, 2, "mask")
-
-    @property
-    def chance_accuracy(self) -> float:
-        return 0.5
-
-    def draw_inputs(self, n: int, k: int, generator: torch.Generator) -> torch.Tensor:
-        return torch.randint(0, 2, (n, k), generator=generator, device=generator.device)
 
     def encode(self, inputs: torch.Tensor) -> Batch:
         return seq2seq_batch(inputs, torch.cat([inputs, inputs], dim=1), SEP, BLANK)

@@ -22,7 +22,7 @@ from typing import ClassVar, Literal
 import torch
 
 from .base import Batch, TaskSpec
-from .formal import FormalTask
+from .formal import BitStringTask
 from .registry import TASKS
 
 SYMBOLS = "ab"
@@ -30,7 +30,7 @@ SYMBOLS = "ab"
 
 @TASKS.register("even-pairs")
 @dataclass(frozen=True)
-class EvenPairs(FormalTask):
+class EvenPairs(BitStringTask):
     N: int = 40  # test length (symbols), >= 2; the longest training length
     train_lengths: Literal["variable", "fixed"] = "variable"
     min_length: int = 1  # shortest training length when variable (clipped to N)
@@ -41,13 +41,6 @@ class EvenPairs(FormalTask):
     @property
     def spec(self) -> TaskSpec:
         return TaskSpec("tokens", 2, self.N, 2, "last")
-
-    @property
-    def chance_accuracy(self) -> float:
-        return 0.5
-
-    def draw_inputs(self, n: int, k: int, generator: torch.Generator) -> torch.Tensor:
-        return torch.randint(0, 2, (n, k), generator=generator, device=generator.device)
 
     def encode(self, inputs: torch.Tensor) -> Batch:
         changes = (inputs[:, 1:] != inputs[:, :-1]).sum(1)

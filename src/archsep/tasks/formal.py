@@ -96,6 +96,18 @@ class FormalTask(ClassificationTask):
         """The batch of given (n, k) input strings: x, the labels (and mask) they determine."""
 
 
+class BitStringTask(FormalTask):
+    """A formal task on uniform i.i.d. bit strings (token ids 0 and 1) whose every target bit is
+    a fair coin: parity, even pairs, reverse and duplicate string."""
+
+    @property
+    def chance_accuracy(self) -> float:
+        return 0.5
+
+    def draw_inputs(self, n: int, k: int, generator: torch.Generator) -> torch.Tensor:
+        return torch.randint(0, 2, (n, k), generator=generator, device=generator.device)
+
+
 def seq2seq_batch(inputs: torch.Tensor, targets: torch.Tensor, sep: int, blank: int,
                   target_mask: torch.Tensor | None = None) -> Batch:
     """x = inputs SEP BLANK*M for (n, k) inputs and (n, M) targets; y holds the targets at the M

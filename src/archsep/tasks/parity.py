@@ -19,13 +19,13 @@ from typing import Literal
 import torch
 
 from .base import Batch, TaskSpec
-from .formal import FormalTask
+from .formal import BitStringTask
 from .registry import TASKS
 
 
 @TASKS.register("parity")
 @dataclass(frozen=True)
-class Parity(FormalTask):
+class Parity(BitStringTask):
     N: int = 40  # test length (bits); the longest training length
     train_lengths: Literal["variable", "fixed"] = "variable"
     min_length: int = 1  # shortest training length when variable (clipped to N)
@@ -34,13 +34,6 @@ class Parity(FormalTask):
     @property
     def spec(self) -> TaskSpec:
         return TaskSpec("tokens", 2, self.N, 2, "last")
-
-    @property
-    def chance_accuracy(self) -> float:
-        return 0.5
-
-    def draw_inputs(self, n: int, k: int, generator: torch.Generator) -> torch.Tensor:
-        return torch.randint(0, 2, (n, k), generator=generator, device=generator.device)
 
     def encode(self, inputs: torch.Tensor) -> Batch:
         return Batch(inputs, inputs.sum(1) % 2)

@@ -25,7 +25,7 @@ from typing import Literal
 import torch
 
 from .base import Batch, TaskSpec
-from .formal import FormalTask, bit_majority, seq2seq_batch
+from .formal import BitStringTask, bit_majority, seq2seq_batch
 from .registry import TASKS
 
 SEP, BLANK = 2, 3
@@ -33,7 +33,7 @@ SEP, BLANK = 2, 3
 
 @TASKS.register("reverse-string")
 @dataclass(frozen=True)
-class ReverseString(FormalTask):
+class ReverseString(BitStringTask):
     N: int = 40  # test length of the input string; the longest training length
     train_lengths: Literal["variable", "fixed"] = "variable"
     min_length: int = 1  # shortest training length when variable (clipped to N)
@@ -42,13 +42,6 @@ class ReverseString(FormalTask):
     @property
     def spec(self) -> TaskSpec:
         return TaskSpec("tokens", 4, 2 * self.N + 1, 2, "mask")
-
-    @property
-    def chance_accuracy(self) -> float:
-        return 0.5
-
-    def draw_inputs(self, n: int, k: int, generator: torch.Generator) -> torch.Tensor:
-        return torch.randint(0, 2, (n, k), generator=generator, device=generator.device)
 
     def encode(self, inputs: torch.Tensor) -> Batch:
         return seq2seq_batch(inputs, inputs.flip(1), SEP, BLANK)
