@@ -4,7 +4,8 @@ state, pruning to the readout, config errors, every paper-A classification task,
 learning test through the engine."""
 import pytest
 import torch
-from mixer_util import assert_forms_agree, assert_forms_agree_in_float64
+from mixer_util import (assert_causal, assert_forms_agree, assert_forms_agree_in_float64, assert_pruned_exact,
+                        assert_state_size, build, case_ids, inputs)
 
 from archsep.config import RunConfig, TrainConfig
 from archsep.engine.stack import Stacked
@@ -29,20 +30,7 @@ MODELS = [
     ("linear-tf", {"layers": 2, "width": 12, "heads": 3, "feature": "relu"}),
     ("linear-tf", {"layers": 1, "width": 12, "heads": 2, "feature": "relu", "positions": "none"}),
 ]
-IDS = [f"{a}-{'-'.join(f'{k}={v}' for k, v in p.items())}" for a, p in MODELS]
-
-
-def inputs(spec, B=3, L=None, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    L = L or spec.seq_len
-    if spec.input == "tokens":
-        return torch.randint(0, spec.input_dim, (B, L), generator=g)
-    return torch.randn(B, L, spec.input_dim, generator=g).to(dtype)
-
-
-def build(arch, params, spec, seed=0):
-    torch.manual_seed(seed)
-    return make_model_config(arch, **params).build(spec)
+IDS = case_ids(MODELS)
 
 
 # --- the two forms are one model -----------------------------------------------------------------
@@ -97,45 +85,19 @@ def test_retention_parallel_form_is_the_masked_product():
 # --- causality and state --------------------------------------------------------------------------
 @pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
 def test_later_inputs_do_not_change_earlier_outputs(arch, params):
-    model = build(arch, params, TOKENS)
-    x = inputs(TOKENS, seed=1)
-    with torch.no_grad():
-        base = model(x)
-        for i in (0, 4, 11):
-            y = x.clone()
-            y[:, i + 1:] = (y[:, i + 1:] + 1) % TOKENS.input_dim
-            out = model(y)
-            assert (out[:, : i + 1] - base[:, : i + 1]).abs().max() < 1e-6
-            assert (out[:, i + 1:] - base[:, i + 1:]).abs().max() > 1e-4  # and later ones do change
+    assert_causal(build(arch, params, TOKENS), TOKENS, (0, 4, 11))
 
 
 @pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
 def test_state_size_counts_the_floats_the_step_carries(arch, params):
-    model = build(arch, params, VECTORS)
-    x, B = inputs(VECTORS, B=2, L=6), 2
-    state, sizes = model.init_state(B), set()
-    with torch.no_grad():
-        for t in range(6):
-            _, state = model.step(x[:, t], state, t)
-            sizes.add(sum(v.numel() for s in state for v in s.values()) // B)
     W, H, layers = params["width"], params["heads"], params["layers"]
     per_layer = W * W // H + (W if arch == "linear-tf" else 0)  # S per head (and z for linear-tf)
-    assert sizes == {model.state_size(6)} == {model.state_size(10_000)} == {layers * per_layer}
+    assert_state_size(build(arch, params, VECTORS), VECTORS, layers * per_layer)
 
 
 @pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
 def test_pruned_to_the_readout_the_last_block_computes_the_last_position_alone(arch, params):
-    model = build(arch, params, TOKENS)
-    x = inputs(TOKENS)
-    full = model(x)
-    model.prune_to_readout()
-    last = model(x)
-    assert last.shape == (3, 1, TOKENS.output_dim)
-    torch.testing.assert_close(last[:, 0], full[:, -1], rtol=0, atol=1e-6)
-    torch.testing.assert_close(model.recurrent(x), full, rtol=0, atol=1e-5)  # the step ignores pruning
-    pruned_vectors = build(arch, params, VECTORS)  # readout 'all': nothing to prune
-    pruned_vectors.prune_to_readout()
-    assert pruned_vectors(inputs(VECTORS)).shape == (3, 13, VECTORS.output_dim)
+    assert_pruned_exact(arch, params, TOKENS, VECTORS)
 
 
 def test_learned_positions_bound_the_length_others_do_not():
