@@ -8,10 +8,9 @@ import math
 import pytest
 import torch
 from mixer_util import (assert_causal, assert_forms_agree, assert_forms_agree_in_float64, assert_pruned_exact,
-                        assert_state_size, build, case_ids, inputs)
+                        assert_stack_matches, assert_state_size, build, case_ids, inputs)
 
 from archsep.config import RunConfig, TrainConfig
-from archsep.engine.stack import Stacked
 from archsep.engine.train import train_many
 from archsep.errors import ArchsepError
 from archsep.models import make_model_config
@@ -350,15 +349,7 @@ def test_models_train_stacked_under_vmap(arch, params):
     """The engine trains seeds of small models as one vmapped computation: same outputs and gradients."""
     models = [build(arch, params, TOKENS, seed=s) for s in (0, 1)]
     xs = [inputs(TOKENS, seed=s) for s in (0, 1)]
-    stack = Stacked(models, lr=1e-3, weight_decay=0.0)
-    outs = stack.forward(xs)
-    sum(o.square().sum() for o in outs).backward()
-    for k, (m, x, o) in enumerate(zip(models, xs, outs)):
-        y = m(x)
-        torch.testing.assert_close(o, y, rtol=1e-5, atol=1e-5)
-        y.square().sum().backward()
-        for name, p in m.named_parameters():
-            torch.testing.assert_close(stack.params[name].grad[k], p.grad, rtol=1e-4, atol=1e-5)
+    assert_stack_matches(models, xs)
 
 
 @pytest.mark.parametrize("arch, params", [("gla", {}), ("mamba2", {"d_state": 8}), ("deltanet", {}),

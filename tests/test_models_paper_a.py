@@ -5,11 +5,11 @@ import copy
 
 import pytest
 import torch
+from mixer_util import assert_stack_matches
 
 from archsep.errors import ArchsepError
 from archsep.models import MODELS, make_model_config
 from archsep.models.mamba import fused_scan, scan_parallel, scan_sequential
-from archsep.engine.stack import Stacked
 from archsep.tasks.base import TaskSpec
 
 TOKENS = TaskSpec(input="tokens", input_dim=11, seq_len=9, output_dim=4, readout="last")
@@ -222,15 +222,7 @@ def test_models_train_stacked_under_vmap(arch, params):
         torch.manual_seed(seed)
         models.append(make_model_config(arch, **params).build(TOKENS))
     xs = [inputs(TOKENS, seed=s) for s in (0, 1)]
-    stack = Stacked(models, lr=1e-3, weight_decay=0.0)
-    outs = stack.forward(xs)
-    sum(o.square().sum() for o in outs).backward()
-    for k, (m, x, o) in enumerate(zip(models, xs, outs)):
-        y = m(x)
-        torch.testing.assert_close(o, y, rtol=1e-5, atol=1e-5)
-        y.square().sum().backward()
-        for name, p in m.named_parameters():
-            torch.testing.assert_close(stack.params[name].grad[k], p.grad, rtol=1e-4, atol=1e-5)
+    assert_stack_matches(models, xs)
 
 
 def test_one_layer_transformer_learns_to_copy_the_first_token():
