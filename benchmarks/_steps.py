@@ -2,7 +2,11 @@
 same batches, so a shared machine's load falls on each alike."""
 from __future__ import annotations
 
+import copy
 import time
+from typing import Callable
+
+import torch
 
 from archsep.engine.stack import make_optimizer
 
@@ -21,3 +25,18 @@ def alternate_steps(models: dict, task, batches: list, warmup: int) -> dict[str,
             if i >= warmup:
                 times[k].append(time.perf_counter() - t)
     return times
+
+
+def time_before_after(cfg, before: Callable, steps: int, warmup: int) -> tuple[list[float], list[float]]:
+    """Seconds per training step of `cfg`'s model as the engine trains it (readout pruned) and of
+    `before(copy)`, an older form of the same weights, alternating on the same batches drawn from
+    the task's training distribution: (before, after), the timed steps after `warmup`."""
+    task = cfg.build_task()
+    torch.manual_seed(0)
+    after = cfg.model_config().build(task.spec)
+    after.prune_to_readout()
+    old = before(copy.deepcopy(after))
+    g = torch.Generator().manual_seed(0)
+    batches = [task.sample(cfg.train.batch_size, g) for _ in range(warmup + steps)]
+    times = alternate_steps({"before": old, "after": after}, task, batches, warmup)
+    return times["before"], times["after"]

@@ -29,7 +29,6 @@ that attends from all positions (lookup's lengths vary, U{10..N}: shorter batche
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import statistics
 
@@ -39,7 +38,7 @@ from archsep.engine.train import flush_denormals
 from archsep.experiments import EXPERIMENTS
 from archsep.models.attention import use_attention
 
-from _steps import alternate_steps  # benchmarks/_steps.py
+from _steps import time_before_after  # benchmarks/_steps.py
 
 PRESETS = {"index-lookup": "lookup-fig2", "dyck": "dyck-fig2"}
 
@@ -66,16 +65,8 @@ def cells(Ns: list[int]):
 
 def measure(cfg, steps: int, warmup: int) -> tuple[float, float]:
     """Median seconds per training step: (explicit, fused)."""
-    task = cfg.build_task()
-    torch.manual_seed(0)
-    fused = cfg.model_config().build(task.spec)
-    fused.prune_to_readout()
-    explicit = use_attention(copy.deepcopy(fused), "explicit")
-    g = torch.Generator().manual_seed(0)
-    batches = [task.sample(cfg.train.batch_size, g) for _ in range(warmup + steps)]
-    models = {"explicit": explicit, "fused": fused}
-    times = alternate_steps(models, task, batches, warmup)
-    return statistics.median(times["explicit"]), statistics.median(times["fused"])
+    explicit, fused = time_before_after(cfg, lambda m: use_attention(m, "explicit"), steps, warmup)
+    return statistics.median(explicit), statistics.median(fused)
 
 
 def main() -> None:

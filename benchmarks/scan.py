@@ -30,7 +30,6 @@ Mamba-64 step at L = 375 spends about 0.35 s outside the scan (projections, conv
 from __future__ import annotations
 
 import argparse
-import copy
 import statistics
 
 import torch
@@ -39,7 +38,7 @@ from archsep.engine.train import flush_denormals
 from archsep.experiments import EXPERIMENTS
 from archsep.models.mamba import use_scan
 
-from _steps import alternate_steps  # benchmarks/_steps.py
+from _steps import time_before_after  # benchmarks/_steps.py
 
 
 def cells(Ns: list[int]):
@@ -58,18 +57,8 @@ def cells(Ns: list[int]):
 
 def measure(cfg, steps: int, warmup: int) -> tuple[list[float], list[float]]:
     """Seconds per training step of the timed steps: (before, after)."""
-    task = cfg.build_task()
-    torch.manual_seed(0)
-    after = cfg.model_config().build(task.spec)
-    after.prune_to_readout()
-    before = copy.deepcopy(after)
-    if cfg.arch == "mamba":
-        use_scan(before, "fused")  # the CPU default before the chunked scan
-    g = torch.Generator().manual_seed(0)
-    batches = [task.sample(cfg.train.batch_size, g) for _ in range(warmup + steps)]
-    models = {"before": before, "after": after}
-    times = alternate_steps(models, task, batches, warmup)
-    return times["before"], times["after"]
+    # the CPU default before the chunked scan: the fused sequential loop
+    return time_before_after(cfg, lambda m: use_scan(m, "fused") if cfg.arch == "mamba" else m, steps, warmup)
 
 
 def main() -> None:

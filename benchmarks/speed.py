@@ -15,7 +15,6 @@ the summed times over the same batches (above 1: faster now).
 from __future__ import annotations
 
 import argparse
-import copy
 import statistics
 
 import torch
@@ -25,7 +24,7 @@ from archsep.experiments import EXPERIMENTS
 from archsep.models.attention import use_attention
 from archsep.models.mamba import use_scan
 
-from _steps import alternate_steps  # benchmarks/_steps.py
+from _steps import time_before_after  # benchmarks/_steps.py
 
 
 def pick(preset: str, arch: str, width: int, N: int, layers: int = 1):
@@ -62,20 +61,12 @@ def main() -> None:
     print(f"{'task':<13} {'model':<10} {'N':>4} {'before':>16} {'ms':>8} {'after':>16} {'ms':>8} {'ratio':>6}")
     with flush_denormals():
         for cfg in cells(a.Ns):
-            task = cfg.build_task()
-            torch.manual_seed(0)
-            now = cfg.model_config().build(task.spec)
-            now.prune_to_readout()
-            then = before(copy.deepcopy(now), cfg.arch)
-            g = torch.Generator().manual_seed(0)
-            batches = [task.sample(cfg.train.batch_size, g) for _ in range(a.warmup + a.steps)]
-            t = alternate_steps({"before": then, "after": now}, task, batches, a.warmup)
+            b, f = time_before_after(cfg, lambda m, arch=cfg.arch: before(m, arch), a.steps, a.warmup)
             what = {"tf-preln": ("explicit attn", "fused attn"), "mamba": ("fused scan", "chunked scan")}
             b_name, a_name = what.get(cfg.arch, ("-", "-"))
-            mb, ma = (1e3 * statistics.median(t[k]) for k in ("before", "after"))
             print(f"{cfg.task:<13} {cfg.model_config().short_name():<10} {cfg.task_params['N']:>4} {b_name:>16} "
-                  f"{mb:>8.1f} {a_name:>16} {ma:>8.1f} {sum(t['before']) / sum(t['after']):>5.2f}x", flush=True)
-
+                  f"{1e3 * statistics.median(b):>8.1f} {a_name:>16} {1e3 * statistics.median(f):>8.1f} "
+                  f"{sum(b) / sum(f):>5.2f}x", flush=True)
 
 if __name__ == "__main__":
     main()
