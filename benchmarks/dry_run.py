@@ -31,6 +31,7 @@ def fresh() -> None:
 
     cost._STEPS.clear()
     cost._TRAIN.clear()
+    cost._RATIOS.clear()
     cost._HOW.clear()
     cost._FLOPS_EST.clear()
     planning._FLOPS.clear()

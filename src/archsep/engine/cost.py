@@ -204,13 +204,25 @@ def step_costs(configs: Sequence[RunConfig], measure: bool = True, workers: int 
     return out
 
 
-def _length_factor(cfg: RunConfig, p: float, batches: int = 32) -> float:
-    """Mean of (L / L_max)^p over the lengths of `batches` training batches (seeded: the same
-    every time), L_max the length `sample_test` draws."""
-    task = cfg.build_task()
-    gen = torch.Generator().manual_seed(0)
-    top = task.sample_test(1, gen).x.shape[1]
-    return sum((task.sample(cfg.train.batch_size, gen).x.shape[1] / top) ** p for _ in range(batches)) / batches
+def _length_factor(cfg: RunConfig, p: float) -> float:
+    """Mean of (L / L_max)^p over the lengths of the training batches `_length_ratios` draws."""
+    ratios = _length_ratios(cfg)
+    return sum(r**p for r in ratios) / len(ratios)
+
+
+_RATIOS: dict[str, tuple[float, ...]] = {}  # by cost_key: the lengths a shape's training draws
+
+
+def _length_ratios(cfg: RunConfig, batches: int = 32) -> tuple[float, ...]:
+    """L / L_max of `batches` training batches (seeded: the same every time), L_max the length
+    `sample_test` draws; drawn once per shape for both the time and the FLOPs factor."""
+    key = cost_key(cfg)
+    if key not in _RATIOS:
+        task = cfg.build_task()
+        gen = torch.Generator().manual_seed(0)
+        top = task.sample_test(1, gen).x.shape[1]
+        _RATIOS[key] = tuple(task.sample(cfg.train.batch_size, gen).x.shape[1] / top for _ in range(batches))
+    return _RATIOS[key]
 
 
 def progress_weights(configs: Sequence[RunConfig]) -> dict[str, float]:

@@ -15,6 +15,7 @@ accuracy wins, ties go to the one that got there in fewer steps, then to the fir
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,7 +186,15 @@ class SizeExperiment(Experiment):
 
     def planned_cells(self, scale: str) -> list[Cell]:
         """The cells as they were run: `cells(scale)` with the summary's --set overrides applied
-        (the same override of the whole plan that planned the runs, so the run ids match)."""
+        (the same override of the whole plan that planned the runs, so the run ids match).
+        Built once per scale and overrides: an analysis and its curves.csv both ask."""
+        key = (scale, json.dumps(self.overrides, sort_keys=True, default=str))
+        cache = self.__dict__.setdefault("_planned", {})
+        if key not in cache:
+            cache[key] = self._planned_cells(scale)
+        return cache[key]
+
+    def _planned_cells(self, scale: str) -> list[Cell]:
         cells = self.cells(scale)
         if not self.overrides:
             return cells
