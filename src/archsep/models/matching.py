@@ -41,7 +41,7 @@ def width_field(arch: str) -> str:
     """The parameter that sets an architecture's width: its `width`, else its `hidden`."""
     cls = MODELS.get(arch)
     hints = typing.get_type_hints(cls)
-    fields = {f.name for f in dataclasses.fields(cls)}
+    fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     for name in WIDTH_FIELDS:  # an integer width (ffn's `hidden` is a list of widths)
         if name in fields and int in (typing.get_args(hints[name]) or (hints[name],)):
             return name
