@@ -1,8 +1,10 @@
-"""gla, mamba2 and deltanet (both forms): the parallel (training) form equals the step-by-step
-recurrent form (float32 and float64, across chunk boundaries), the chunked kernels equal the
-recurrences written out as loops, Mamba-2's decay matrix is its closed form, causality, state
-size by counting the carried state, pruning to the readout, config errors, every paper-A
-classification task, stacking under vmap, and a small learning test through the engine."""
+"""gla, mamba2, deltanet, swa, baseconv, rwkv, hyena and h3 (both forms): the parallel (training)
+form equals the step-by-step recurrent form (float32 and float64, across chunk boundaries), the
+chunked kernels equal the recurrences written out as loops, Mamba-2's decay matrix is its closed
+form, sliding-window attention, BaseConv, RWKV's wkv and Hyena's operator equal their sums written
+out, H3's SSM kernel is the impulse response of its recurrence, causality, state size by counting
+the carried state, pruning to the readout, config errors, every paper-A classification task,
+stacking under vmap, and a small learning test through the engine."""
 import math
 
 import pytest
@@ -44,6 +46,12 @@ MODELS = [
     ("baseconv", {"layers": 1, "width": 4, "kernel": 7, "short": 2, "positions": "sinusoidal"}),
     ("rwkv", {"layers": 1, "width": 8}),
     ("rwkv", {"layers": 2, "width": 6, "positions": "learned", "mlp_width": 5}),
+    ("hyena", {"layers": 1, "width": 8}),
+    ("hyena", {"layers": 2, "width": 6, "kernel": 4, "short": 1, "filter_width": 5}),
+    ("hyena", {"layers": 1, "width": 4, "kernel": 7, "short": 2, "positions": "sinusoidal"}),
+    ("h3", {"layers": 1, "width": 8, "heads": 2, "d_state": 4}),
+    ("h3", {"layers": 2, "width": 6, "heads": 6, "d_state": 3, "shift": 1}),
+    ("h3", {"layers": 1, "width": 8, "heads": 1, "d_state": 2, "shift": 2, "positions": "learned"}),
 ]
 IDS = case_ids(MODELS)
 
@@ -171,6 +179,10 @@ def _expected_state(arch, params):
         return layers * 4 * W
     if arch == "baseconv":  # the short conv's last inputs and the long filter's window of u
         return layers * (params.get("kernel", 40) + params.get("short", 3) - 1) * W
+    if arch == "hyena":  # the short convs' last inputs (v, x1, x2) and the last K-1 values of v and z
+        return layers * (3 * (params.get("short", 3) - 1) + 2 * (params.get("kernel", 40) - 1)) * W
+    if arch == "h3":  # the shift conv's last keys and each head's d x d x d_state complex modes
+        return layers * ((params.get("shift", 4) - 1) * W + 2 * W * (W // H) * params["d_state"])
     if arch == "swa":
         return layers * 2 * params["window"] * W  # the window's keys and values
     if arch != "mamba2":
@@ -279,7 +291,102 @@ def test_rwkv_wkv_is_its_sums_written_out_and_stable():
     torch.testing.assert_close(torch.stack(rec, 1), par, rtol=1e-4, atol=1e-4)
 
 
+def test_hyena_is_its_convolutions_written_out():
+    """Oracle, float64: the implicit filters are window(s) * MLP(pe(s)) tap by tap (a shorter
+    sequence takes the first taps of the same filters), and with v, x1, x2 the short
+    convolutions of the projections, z_t = x1_t * sum_s h1_s v_{t-s}, y_t = x2_t * sum_s h2_s z_{t-s}
+    as loops over positions; the module's output is out(y), and its last position alone."""
+    from archsep.models.hyena import BANDS, HyenaOperator
+
+    B, L, W, K, S = 2, 11, 3, 6, 2
+    torch.manual_seed(0)
+    m = HyenaOperator(W, K, S, filter_width=5).double()
+    f = m.filter
+    taps = torch.zeros(2 * W, K, dtype=torch.float64)
+    for s in range(K):
+        r = s / K
+        pe = torch.tensor([r] + [math.sin(2 * math.pi * b * r) for b in range(1, BANDS + 1)]
+                          + [math.cos(2 * math.pi * b * r) for b in range(1, BANDS + 1)], dtype=torch.float64)
+        mlp = f.l3(torch.sin(f.w2 * f.l2(torch.sin(f.w1 * f.l1(pe)))))  # (2W,)
+        for c in range(2 * W):
+            reach = 0.3 + 1.2 * (c % W) / (W - 1)  # the window falls to 1% at this fraction of K
+            taps[c, s] = mlp[c] * 0.01 ** (r / reach)
+    torch.testing.assert_close(f(K), taps, rtol=0, atol=1e-12)
+    torch.testing.assert_close(f(4), taps[:, :4], rtol=0, atol=1e-12)
+    h1, h2 = taps[:W], taps[W:]
+
+    h = torch.randn(B, L, W, dtype=torch.float64)
+    p = m.proj(h)
+    u = torch.stack([sum(m.short_taps[:, s] * p[:, t - s] for s in range(min(S, t + 1))) for t in range(L)], 1)
+    v, x1, x2 = u.chunk(3, -1)  # (B, L, W) each
+    z = torch.stack([x1[:, t] * sum(h1[:, s] * v[:, t - s] for s in range(min(K, t + 1))) for t in range(L)], 1)
+    y = torch.stack([x2[:, t] * sum(h2[:, s] * z[:, t - s] for s in range(min(K, t + 1))) for t in range(L)], 1)
+    torch.testing.assert_close(m(h), m.out(y), rtol=0, atol=1e-10)
+    torch.testing.assert_close(m(h, last_only=True), m.out(y)[:, -1:], rtol=0, atol=1e-10)
+    torch.testing.assert_close(m(h[:, :4]), m.out(y)[:, :4], rtol=0, atol=1e-10)  # shorter than K
+
+
+def test_h3_ssm_kernel_is_the_impulse_response_of_its_recurrence():
+    """Oracle, float64: the diagonal SSM stepped from a unit impulse (s_0 = 1, s_l = exp(ΔA) s_{l-1},
+    y_l = 2 Re sum_n C'_n s_l, plus D at l = 0) gives the kernel the parallel form convolves with."""
+    from archsep.models.h3 import H3Mixer, ssm_kernel
+
+    L = 30
+    torch.manual_seed(0)
+    m = H3Mixer(width=6, heads=2, d_state=3, shift=2, dt_min=0.01, dt_max=0.5).double()
+    dtA, C = m.ssm.discrete()  # (W, N) complex each
+    s, want = torch.ones_like(dtA), []
+    for lag in range(L):
+        want.append(2 * (C * s).sum(-1).real + (m.ssm.D if lag == 0 else 0))
+        s = torch.exp(dtA) * s
+    torch.testing.assert_close(ssm_kernel(m.ssm, L), torch.stack(want, 1), rtol=1e-10, atol=1e-12)
+
+
+def test_h3_is_its_heads_written_out():
+    """Oracle, float64: per head, o_t[j] = sum_i q_t[i] sum_{l<=t} K_i[l] k'_{t-l}[i] v_{t-l}[j], k'
+    the shift convolution of k, as loops over positions and lags; the module's output is out(o),
+    and its last position alone; with one channel per head, H3's elementwise q ⊙ SSM(k' ⊙ v)."""
+    from archsep.models.h3 import H3Mixer, ssm_kernel
+
+    B, L, W, H, S = 2, 9, 6, 2, 3
+    d = W // H
+    torch.manual_seed(0)
+    for heads in (H, W):
+        d = W // heads
+        m = H3Mixer(W, heads, d_state=3, shift=S, dt_min=0.01, dt_max=0.5).double()
+        h = torch.randn(B, L, W, dtype=torch.float64)
+        q, (k, v) = m.q(h), m.kv(h).chunk(2, -1)
+        k = torch.stack([sum(m.shift_taps[:, s] * k[:, t - s] for s in range(min(S, t + 1))) for t in range(L)], 1)
+        kern = ssm_kernel(m.ssm, L)  # (W, L), checked against the recurrence above
+        o = torch.zeros(B, L, W, dtype=torch.float64)
+        for t in range(L):
+            for head in range(heads):
+                c = slice(head * d, (head + 1) * d)
+                Y = sum(kern[c, lag, None] * k[:, t - lag, c, None] * v[:, t - lag, None, c]
+                        for lag in range(t + 1))  # (B, d, d)
+                o[:, t, c] = (q[:, t, c, None] * Y).sum(1)
+        if heads == W:  # d = 1: the elementwise form
+            ew = torch.stack([sum(kern[:, lag] * k[:, t - lag] * v[:, t - lag] for lag in range(t + 1))
+                              for t in range(L)], 1)
+            torch.testing.assert_close(o, q * ew, rtol=0, atol=1e-12)
+        torch.testing.assert_close(m(h), m.out(o), rtol=0, atol=1e-10)
+        torch.testing.assert_close(m(h, last_only=True), m.out(o)[:, -1:], rtol=0, atol=1e-10)
+
+
 # --- configs -------------------------------------------------------------------------------------
+def test_hyena_and_h3_defaults_names_and_lengths():
+    y, h = make_model_config("hyena"), make_model_config("h3")
+    assert (y.layers, y.width, y.kernel, y.short, y.filter_width, y.positions) == (2, 64, None, 3, 16, "none")
+    assert (h.layers, h.width, h.heads, h.d_state, h.shift, h.positions) == (2, 64, 8, 16, 4, "none")
+    assert y.short_name() == "Hyena-(2,64)" and h.short_name() == "H3-(2,64)"
+    assert y.build(TOKENS).cfg is y and h.build(TOKENS).cfg is h
+    assert y.build(TOKENS).state_size(40) == 2 * (3 * 2 + 2 * 39) * 64
+    assert h.build(TOKENS).state_size(40) == 2 * (3 * 64 + 2 * 64 * 8 * 16)
+    # without learned positions, longer inputs than the task's: Hyena's filters stop at K taps
+    for arch, params in (("hyena", {"width": 8}), ("h3", {"width": 8, "heads": 2, "d_state": 4})):
+        assert build(arch, params, TOKENS)(inputs(TOKENS, L=50)).shape == (3, 50, 4)
+
+
 def test_defaults_and_names():
     g, m, d = (make_model_config(a) for a in ("gla", "mamba2", "deltanet"))
     assert (g.layers, g.width, g.heads, g.tau, g.positions) == (2, 64, 4, 16.0, "none")
@@ -321,6 +428,14 @@ def test_defaults_and_names():
     ("deltanet", {"gated": "yes"}, "gated"),
     ("deltanet", {"beta": 0.5}, "beta"),
     ("deltanet", {"positions": "rotary"}, "positions"),
+    ("hyena", {"kernel": 0}, "kernel"),
+    ("hyena", {"short": 0}, "short"),
+    ("hyena", {"filter_width": 0}, "filter_width"),
+    ("hyena", {"positions": "rotary"}, "positions"),
+    ("h3", {"width": 8, "heads": 3}, "heads"),
+    ("h3", {"d_state": 0}, "d_state"),
+    ("h3", {"shift": 0}, "shift"),
+    ("h3", {"dt_min": 0.5, "dt_max": 0.1}, "dt_min"),
 ])
 def test_bad_parameters_name_the_field(arch, params, field):
     with pytest.raises(ArchsepError, match=field):
@@ -344,7 +459,9 @@ def test_contract_on_every_paper_a_classification_task(arch, params, task):
 
 @pytest.mark.parametrize("arch, params", [("gla", {"layers": 1, "width": 8, "heads": 2}),
                                           ("mamba2", {"layers": 1, "width": 8, "heads": 2, "d_state": 4}),
-                                          ("deltanet", {"layers": 1, "width": 8, "heads": 2, "gated": True})])
+                                          ("deltanet", {"layers": 1, "width": 8, "heads": 2, "gated": True}),
+                                          ("hyena", {"layers": 1, "width": 8}),
+                                          ("h3", {"layers": 1, "width": 8, "heads": 2, "d_state": 4})])
 def test_models_train_stacked_under_vmap(arch, params):
     """The engine trains seeds of small models as one vmapped computation: same outputs and gradients."""
     models = [build(arch, params, TOKENS, seed=s) for s in (0, 1)]

@@ -1,6 +1,7 @@
-"""Paper-A models: tf-preln, lstm, mamba, dss, retnet, linear-tf, gla, mamba2, deltanet. Shapes on
-token and vector tasks, causality, scan equivalence, state size by counting, stacking under vmap, a
-small learning test."""
+"""Paper-A models and the field's mixers: tf-preln, lstm, rnn, mamba, dss, retnet, linear-tf, gla,
+mamba2, deltanet, swa, baseconv, rwkv, hyena, h3. Shapes on token and vector tasks, causality,
+scan equivalence, state size by counting, stacking under vmap, readout pruning for every
+registered model, a small learning test."""
 import copy
 
 import pytest
@@ -33,6 +34,8 @@ SMALL = [
     ("swa", {"layers": 2, "width": 8, "heads": 2, "window": 5}),
     ("baseconv", {"layers": 2, "width": 8, "kernel": 6}),
     ("rwkv", {"layers": 2, "width": 8}),
+    ("hyena", {"layers": 2, "width": 8, "kernel": 6, "filter_width": 8}),
+    ("h3", {"layers": 2, "width": 8, "heads": 2, "d_state": 4}),
 ]
 
 
