@@ -1,6 +1,6 @@
-"""Paper-A models: tf-preln, lstm, mamba, dss, retnet, linear-tf, gla, mamba2, deltanet. Shapes on
-token and vector tasks, causality, scan equivalence, state size by counting, stacking under vmap, a
-small learning test."""
+"""Paper-A models: tf-preln, lstm, mamba, dss, retnet, linear-tf, gla, mamba2, deltanet (and the
+field's mixers: swa, baseconv, rwkv, based). Shapes on token and vector tasks, causality, scan
+equivalence, state size by counting, stacking under vmap, a small learning test."""
 import copy
 
 import pytest
@@ -33,6 +33,8 @@ SMALL = [
     ("swa", {"layers": 2, "width": 8, "heads": 2, "window": 5}),
     ("baseconv", {"layers": 2, "width": 8, "kernel": 6}),
     ("rwkv", {"layers": 2, "width": 8}),
+    ("linear-tf", {"layers": 1, "width": 8, "heads": 2, "feature": "taylor", "feature_dim": 3}),
+    ("based", {"layers": 2, "width": 8, "heads": 2, "feature_dim": 4, "window": 5}),
 ]
 
 
