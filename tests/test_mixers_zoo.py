@@ -1,10 +1,11 @@
-"""gla, mamba2, deltanet, swa, baseconv, rwkv, hyena and h3 (both forms): the parallel (training)
-form equals the step-by-step recurrent form (float32 and float64, across chunk boundaries), the
-chunked kernels equal the recurrences written out as loops, Mamba-2's decay matrix is its closed
-form, sliding-window attention, BaseConv, RWKV's wkv and Hyena's operator equal their sums written
-out, H3's SSM kernel is the impulse response of its recurrence, causality, state size by counting
-the carried state, pruning to the readout, config errors, every paper-A classification task,
-stacking under vmap, and a small learning test through the engine."""
+"""gla, mamba2, deltanet, swa, baseconv, rwkv, hyena, h3, based and linear-tf's taylor features
+(both forms): the parallel (training) form equals the step-by-step recurrent form (float32 and
+float64, across chunk boundaries), the chunked kernels equal the recurrences written out as
+loops, Mamba-2's decay matrix is its closed form, sliding-window attention, BaseConv, RWKV's wkv
+and Hyena's operator equal their sums written out, H3's SSM kernel is the impulse response of its
+recurrence, causality, state size by counting the carried state, pruning to the readout, config
+errors, every paper-A classification task, stacking under vmap, and a small learning test
+through the engine."""
 import math
 
 import pytest
@@ -52,6 +53,12 @@ MODELS = [
     ("h3", {"layers": 1, "width": 8, "heads": 2, "d_state": 4}),
     ("h3", {"layers": 2, "width": 6, "heads": 6, "d_state": 3, "shift": 1}),
     ("h3", {"layers": 1, "width": 8, "heads": 1, "d_state": 2, "shift": 2, "positions": "learned"}),
+    ("linear-tf", {"layers": 1, "width": 8, "heads": 2, "feature": "taylor", "feature_dim": 3, "positions": "none"}),
+    ("based", {"layers": 2, "width": 8, "heads": 2, "feature_dim": 2, "window": 5}),  # [linear, swa]
+    ("based", {"layers": 3, "width": 12, "heads": 3, "feature_dim": None, "window": 1, "rope": False,
+               "positions": "learned", "mlp_width": 8}),  # [linear, swa, linear], features at the head width 4
+    ("based", {"layers": 3, "width": 8, "heads": 1, "feature_dim": 4, "window": 64, "window_every": 3,
+               "positions": "sinusoidal"}),  # [linear, linear, swa], a window longer than the sequence
 ]
 IDS = case_ids(MODELS)
 
@@ -173,8 +180,18 @@ def test_later_inputs_do_not_change_earlier_outputs(arch, params):
     assert_causal(build(arch, params, TOKENS), TOKENS, (0, 4, 15, 16, 30))
 
 
+def _taylor_state(W, H, f):
+    """S (D x W/H) and z (D) per head, D = 1 + f + f^2 Taylor features of f-wide q and k."""
+    return H * (1 + f + f * f) * (W // H + 1)
+
+
 def _expected_state(arch, params):
     W, H, layers = params["width"], params.get("heads", 1), params["layers"]
+    if arch == "linear-tf":
+        return layers * _taylor_state(W, H, params.get("feature_dim") or W // H)
+    if arch == "based":  # every window_every-th layer sliding-window (keys and values), the others Taylor
+        f, every = params.get("feature_dim", 16) or W // H, params.get("window_every", 2)
+        return sum(2 * params["window"] * W if (i + 1) % every == 0 else _taylor_state(W, H, f) for i in range(layers))
     if arch == "rwkv":  # a, b, p and the last input, per channel
         return layers * 4 * W
     if arch == "baseconv":  # the short conv's last inputs and the long filter's window of u
@@ -202,7 +219,7 @@ def test_pruned_to_the_readout_the_last_block_computes_the_last_position_alone(a
 
 
 def test_without_learned_positions_the_length_is_unbounded():
-    for arch in ("gla", "mamba2", "deltanet", "swa"):
+    for arch in ("gla", "mamba2", "deltanet", "swa", "based"):
         assert build(arch, {"width": 8, "heads": 2}, TOKENS)(inputs(TOKENS, L=50)).shape == (3, 50, 4)
     with pytest.raises(ArchsepError, match="seq_len"):
         build("gla", {"width": 8, "heads": 2, "positions": "learned"}, TOKENS)(inputs(TOKENS, L=41))
@@ -245,6 +262,52 @@ def test_sliding_window_attention_is_softmax_over_the_window_with_rotary_positio
     torch.testing.assert_close(full(h), full.out((scores.softmax(-1) @ v).transpose(1, 2).flatten(2)),
                                rtol=0, atol=1e-10)
     assert make_model_config("swa", width=8, heads=2, window=4, layers=3).build(TOKENS).state_size(40) == 3 * 2 * 4 * 8
+
+
+def test_based_is_its_two_mixers_in_sequence_written_out():
+    """Oracle, float64: Based with layers=3, window_every=2 is [Taylor linear attention, sliding-window
+    attention, Taylor linear attention]; its output is the pre-LN blocks run by hand, the linear layers'
+    outputs written out as sum_{s<=t} K(q_t, k_s) v_s / (sum_{s<=t} K(q_t, k_s) + eps), K = 1 + q·k/sqrt(f)
+    + (q·k)^2/(2f), and the window layer's as softmax over its last `window` keys, q and k rotated by RoPE."""
+    from archsep.models.attention import rotate
+    from archsep.models.linear_attention import EPS, LinearAttention
+    from archsep.models.swa import LocalAttention
+
+    B, L, W, H, f, w = 2, 11, 8, 2, 3, 4
+    d = W // H
+    spec = TaskSpec(input="tokens", input_dim=11, seq_len=L, output_dim=4, readout="all")
+    model = build("based", {"layers": 3, "width": W, "heads": H, "feature_dim": f, "window": w}, spec).double()
+    assert [type(b.mixer) for b in model.blocks] == [LinearAttention, LocalAttention, LinearAttention]
+    x = inputs(spec, B=B, L=L)
+
+    def linear(m, a):  # (B, L, W) -> (B, L, W)
+        q = m.q(a).unflatten(-1, (H, f))
+        k, v = m.kv(a).split([H * f, W], -1)
+        k, v = k.unflatten(-1, (H, f)), v.unflatten(-1, (H, d))
+        out = torch.zeros(B, L, H, d, dtype=torch.float64)
+        for t in range(L):
+            s = torch.stack([(q[:, t] * k[:, j]).sum(-1) / math.sqrt(f) for j in range(t + 1)], -1)
+            K = 1 + s + s * s / 2  # (B, H, t+1)
+            out[:, t] = sum(K[..., j, None] * v[:, j] for j in range(t + 1)) / (K.sum(-1)[..., None] + EPS)
+        return m.proj(out.flatten(2))
+
+    def window(m, a):
+        pos = torch.arange(L)
+        q = rotate(m.q(a).unflatten(-1, (H, d)).transpose(1, 2), pos)  # (B, H, L, d)
+        k, v = (t.unflatten(-1, (H, d)).transpose(1, 2) for t in m.kv(a).chunk(2, -1))
+        k = rotate(k, pos)
+        out = torch.zeros(B, H, L, d, dtype=torch.float64)
+        for t in range(L):
+            keys = list(range(max(0, t - w + 1), t + 1))
+            p = (q[:, :, t, None] * k[:, :, keys]).sum(-1).div(math.sqrt(d)).softmax(-1)  # (B, H, |keys|)
+            out[:, :, t] = (p[..., None] * v[:, :, keys]).sum(2)
+        return m.out(out.transpose(1, 2).flatten(2))
+
+    h = model.embed(x)  # positions "none": no absolute positions
+    for b, mix in zip(model.blocks, (linear, window, linear)):
+        h = h + mix(b.mixer, b.ln1(h))
+        h = h + b.mlp(b.ln2(h))
+    torch.testing.assert_close(model(x), model.head(model.ln_f(h)), rtol=0, atol=1e-10)
 
 
 def test_baseconv_is_a_gated_convolution_written_out():
@@ -395,6 +458,11 @@ def test_defaults_and_names():
     assert g.short_name() == "GLA-(2,64)" and m.short_name() == "Mamba2-(2,64)"
     assert d.short_name() == "DeltaNet-(2,64)"
     assert make_model_config("deltanet", gated=True, layers=1).short_name() == "GatedDeltaNet-(1,64)"
+    b = make_model_config("based")
+    assert (b.layers, b.width, b.heads, b.feature_dim, b.window, b.window_every, b.rope, b.positions) == \
+        (2, 64, 4, 16, 64, 2, True, "none")
+    assert b.short_name() == "Based-(2,64)"
+    assert b.build(TOKENS).state_size(40) == 4 * (1 + 16 + 256) * (16 + 1) + 2 * 64 * 64
     cfg = make_model_config("mamba2", width=8, heads=2)
     assert cfg.build(TOKENS).cfg is cfg
     assert cfg.build(TOKENS).state_size(40) == 2 * (16 * 16 + 3 * (16 + 2 * 16))
@@ -436,6 +504,15 @@ def test_defaults_and_names():
     ("h3", {"d_state": 0}, "d_state"),
     ("h3", {"shift": 0}, "shift"),
     ("h3", {"dt_min": 0.5, "dt_max": 0.1}, "dt_min"),
+    ("based", {"widht": 8}, "widht"),
+    ("based", {"layers": 0}, "layers"),
+    ("based", {"width": 8, "heads": 3}, "heads"),
+    ("based", {"feature_dim": 0}, "feature_dim"),
+    ("based", {"window": 0}, "window"),
+    ("based", {"window_every": 1}, "window_every"),
+    ("based", {"width": 12, "heads": 4}, "rope"),  # head width 3: not rotated in pairs
+    ("based", {"positions": "rotary"}, "positions"),
+    ("based", {"mlp_width": 0}, "mlp_width"),
 ])
 def test_bad_parameters_name_the_field(arch, params, field):
     with pytest.raises(ArchsepError, match=field):
@@ -461,7 +538,9 @@ def test_contract_on_every_paper_a_classification_task(arch, params, task):
                                           ("mamba2", {"layers": 1, "width": 8, "heads": 2, "d_state": 4}),
                                           ("deltanet", {"layers": 1, "width": 8, "heads": 2, "gated": True}),
                                           ("hyena", {"layers": 1, "width": 8}),
-                                          ("h3", {"layers": 1, "width": 8, "heads": 2, "d_state": 4})])
+                                          ("h3", {"layers": 1, "width": 8, "heads": 2, "d_state": 4}),
+                                          ("based", {"layers": 2, "width": 8, "heads": 2, "feature_dim": 2,
+                                                     "window": 5})])
 def test_models_train_stacked_under_vmap(arch, params):
     """The engine trains seeds of small models as one vmapped computation: same outputs and gradients."""
     models = [build(arch, params, TOKENS, seed=s) for s in (0, 1)]

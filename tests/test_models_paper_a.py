@@ -1,7 +1,7 @@
 """Paper-A models and the field's mixers: tf-preln, lstm, rnn, mamba, dss, retnet, linear-tf, gla,
-mamba2, deltanet, swa, baseconv, rwkv, hyena, h3. Shapes on token and vector tasks, causality,
-scan equivalence, state size by counting, stacking under vmap, readout pruning for every
-registered model, a small learning test."""
+mamba2, deltanet, swa, baseconv, rwkv, hyena, h3, based. Shapes on token and vector tasks,
+causality, scan equivalence, state size by counting, stacking under vmap, readout pruning for
+every registered model, a small learning test."""
 import copy
 
 import pytest
@@ -36,6 +36,8 @@ SMALL = [
     ("rwkv", {"layers": 2, "width": 8}),
     ("hyena", {"layers": 2, "width": 8, "kernel": 6, "filter_width": 8}),
     ("h3", {"layers": 2, "width": 8, "heads": 2, "d_state": 4}),
+    ("linear-tf", {"layers": 1, "width": 8, "heads": 2, "feature": "taylor", "feature_dim": 3}),
+    ("based", {"layers": 2, "width": 8, "heads": 2, "feature_dim": 4, "window": 5}),
 ]
 
 

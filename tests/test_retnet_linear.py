@@ -28,6 +28,8 @@ MODELS = [
     ("linear-tf", {"layers": 2, "width": 16, "heads": 4}),
     ("linear-tf", {"layers": 2, "width": 12, "heads": 3, "feature": "relu"}),
     ("linear-tf", {"layers": 1, "width": 12, "heads": 2, "feature": "relu", "positions": "none"}),
+    ("linear-tf", {"layers": 2, "width": 8, "heads": 2, "feature": "taylor"}),
+    ("linear-tf", {"layers": 1, "width": 12, "heads": 3, "feature": "taylor", "feature_dim": 2, "positions": "none"}),
 ]
 IDS = case_ids(MODELS)
 
@@ -81,6 +83,46 @@ def test_retention_parallel_form_is_the_masked_product():
     torch.testing.assert_close(ret(h), ret._output(h, torch.cat(ys, -1)), rtol=0, atol=1e-12)
 
 
+# --- linear attention's Taylor features (Based) ---------------------------------------------------
+@pytest.mark.parametrize("d", [1, 2, 5, 16])
+def test_taylor_features_give_the_second_order_expansion_of_exp(d):
+    """float64: phi(q)·phi(k) = 1 + s + s^2/2 with s = q·k/sqrt(d), for D = 1 + d + d^2 features,
+    and the parallel form's closed-form kernel of q·k is the same number."""
+    from archsep.models.linear_attention import feature_count, taylor, taylor_kernel
+
+    g = torch.Generator().manual_seed(d)
+    q, k = (torch.randn(3, 7, d, generator=g, dtype=torch.float64) * 2 for _ in range(2))
+    fq, fk = taylor(q), taylor(k)
+    assert fq.shape == (3, 7, 1 + d + d * d) and feature_count("taylor", d) == 1 + d + d * d
+    s = (q * k).sum(-1) / d ** 0.5
+    torch.testing.assert_close((fq * fk).sum(-1), 1 + s + s * s / 2, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(taylor_kernel(q @ k.transpose(-1, -2), d), fq @ fk.transpose(-1, -2),
+                               rtol=1e-12, atol=1e-12)
+    assert ((fq * fk).sum(-1) >= 0.5 - 1e-12).all()  # (1 + s)^2/2 + 1/2: the denominator never vanishes
+
+
+def test_taylor_linear_attention_is_normalised_kernel_attention_written_out():
+    """Oracle, float64: with q, k projected to feature_dim f per head, each position's output is
+    sum_{s<=t} K(q_t, k_s) v_s / (sum_{s<=t} K(q_t, k_s) + eps), K = 1 + q·k/sqrt(f) + (q·k)^2/(2f), as a loop."""
+    from archsep.models.linear_attention import EPS, LinearAttention
+
+    B, L, W, H, f = 2, 7, 8, 2, 3
+    torch.manual_seed(0)
+    att = LinearAttention(W, H, "taylor", feature_dim=f).double()
+    assert att.state_floats == H * (1 + f + f * f) * (W // H + 1)
+    h = torch.randn(B, L, W, dtype=torch.float64)
+    q = att.q(h).unflatten(-1, (H, f))  # (B, L, H, f)
+    k, v = att.kv(h).split([H * f, W], -1)
+    k, v = k.unflatten(-1, (H, f)), v.unflatten(-1, (H, W // H))
+    want = torch.zeros(B, L, H, W // H, dtype=torch.float64)
+    for t in range(L):
+        s = torch.stack([(q[:, t] * k[:, j]).sum(-1) / f ** 0.5 for j in range(t + 1)], -1)  # (B, H, t+1)
+        a = 1 + s + s * s / 2
+        want[:, t] = sum(a[..., j, None] * v[:, j] for j in range(t + 1)) / (a.sum(-1)[..., None] + EPS)
+    torch.testing.assert_close(att(h), att.proj(want.flatten(2)), rtol=0, atol=1e-10)
+    torch.testing.assert_close(att(h, last_only=True), att.proj(want.flatten(2))[:, -1:], rtol=0, atol=1e-10)
+
+
 # --- causality and state --------------------------------------------------------------------------
 @pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
 def test_later_inputs_do_not_change_earlier_outputs(arch, params):
@@ -90,7 +132,11 @@ def test_later_inputs_do_not_change_earlier_outputs(arch, params):
 @pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
 def test_state_size_counts_the_floats_the_step_carries(arch, params):
     W, H, layers = params["width"], params["heads"], params["layers"]
-    per_layer = W * W // H + (W if arch == "linear-tf" else 0)  # S per head (and z for linear-tf)
+    if params.get("feature") == "taylor":  # S (D x W/H) and z (D) per head, D = 1 + f + f^2 Taylor features
+        f = params.get("feature_dim", W // H)
+        per_layer = H * (1 + f + f * f) * (W // H + 1)
+    else:
+        per_layer = W * W // H + (W if arch == "linear-tf" else 0)  # S per head (and z for linear-tf)
     assert_state_size(build(arch, params, VECTORS), VECTORS, layers * per_layer)
 
 
@@ -113,6 +159,9 @@ def test_defaults_and_names():
     assert r.short_name() == "RetNet-(2,64)" and lin.short_name() == "LinTF-(2,64)"
     cfg = make_model_config("linear-tf", width=8, heads=2, feature="relu")
     assert cfg.build(TOKENS).cfg is cfg
+    # feature_dim came later: at its default it is left out of the params (stored run ids stay the same)
+    assert "feature_dim" not in lin.params()
+    assert make_model_config("linear-tf", feature="taylor", feature_dim=16).params()["feature_dim"] == 16
 
 
 @pytest.mark.parametrize("arch, params, field", [
@@ -128,6 +177,7 @@ def test_defaults_and_names():
     ("linear-tf", {"heads": 0}, "heads"),
     ("linear-tf", {"width": 8, "heads": 3}, "heads"),
     ("linear-tf", {"positions": "alibi"}, "positions"),
+    ("linear-tf", {"feature": "taylor", "feature_dim": 0}, "feature_dim"),
 ])
 def test_bad_parameters_name_the_field(arch, params, field):
     with pytest.raises(ArchsepError, match=field):

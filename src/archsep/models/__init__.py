@@ -12,7 +12,7 @@ from .registry import MODELS
 from . import ffn, rnn, transformer_b  # noqa: F401  (registers)
 from . import mamba, s4d, transformer  # noqa: F401  (paper A; registers)
 from . import linear_attention, retnet  # noqa: F401  (paper A's index-lookup claim; registers)
-from . import baseconv, deltanet, gla, mamba2, rwkv, swa  # noqa: F401  (the field's mixers; registers)
+from . import based, baseconv, deltanet, gla, mamba2, rwkv, swa  # noqa: F401  (the field's mixers; registers)
 from . import h3, hyena  # noqa: F401  (the field's long convolutions and SSMs; registers)
 
 

@@ -1,6 +1,7 @@
 """The pre-LN block stack shared by the recurrent-attention models (`retnet`, `linear-tf`, `gla`,
-`mamba2`, `deltanet`): an embedding (plus optional absolute positions), `layers` blocks of
-`h + mixer(LN(h))`, `h + mlp(LN(h))` as in `tf-preln`, a final LayerNorm and a linear readout at every position.
+`mamba2`, `deltanet`, `swa`, `baseconv`, `rwkv`, `based`): an embedding (plus optional absolute
+positions), `layers` blocks of `h + mixer(LN(h))`, `h + mlp(LN(h))` as in `tf-preln`, a final
+LayerNorm and a linear readout at every position.
 
 The token mixer is causal and has two forms that compute the same outputs:
 - the parallel (training) form, `mixer(h)` on a whole (B, L, W) sequence;
