@@ -24,10 +24,11 @@ BAND = 0.5  # TrainConfig.progressive_band's default
 _LATER_TRAIN_FIELDS = {"keep_best": False, "test_size": 0, "train_set_size": 0, "probe": False,
                        "heldout": "training", "precision": "fp32",
                        "progressive_band": BAND, "eval_early": False,
-                       "patience": 0, "halving_lrs": (), "halving_rungs": ()}
+                       "patience": 0, "halving_lrs": (), "halving_rungs": (), "eval_lengths": ()}
 # seed roles of the sets a run draws: with a test set, the held-out set is its validation set
 HELD_OUT_ROLE, VALIDATION_ROLE, TEST_ROLE = "test", "validation", "size-test"
 EXTRA_TEST_ROLE = "extra-test"  # a task's extra test sets (Task.extra_tests), e.g. Dyck's type swaps
+LENGTH_ROLE = "length-test"  # the sets of train.eval_lengths: role "length-test:<n>", one seed per length
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,14 @@ class TrainConfig:
     # stop there, censored ("halved"). The grid is part of the config: a run's result depends on it
     halving_lrs: tuple[float, ...] = ()
     halving_rungs: tuple[float, ...] = ()
+    # length generalisation (empty: off): after training, the checkpoint the test metric uses
+    # (the best one with keep_best, else the last) is evaluated at each of these lengths, values
+    # of the task's length parameter N (`Task.at_length`), on test_size examples (eval_size
+    # without a test set) drawn at exactly that length from a seed of its own per length
+    # (role "length-test:<n>"); the metric per length is the result's extra["by_length"]. The
+    # model is the one trained, built for the task's own N: lengths past its learned positions
+    # are refused (RunConfig). Increasing lengths >= 1
+    eval_lengths: tuple[int, ...] = ()
     device: str = "auto"
 
     def __post_init__(self) -> None:
@@ -129,6 +138,12 @@ class TrainConfig:
             r = list(self.halving_rungs)
             check(bool(r) and all(0 < a < 1 for a in r) and r == sorted(set(r)), "halving_rungs",
                   f"must be increasing fractions of the budget in (0, 1), got {r}")
+        lengths = self.eval_lengths
+        check(isinstance(lengths, (list, tuple)), "eval_lengths", f"expected a list of lengths, got {lengths!r}")
+        object.__setattr__(self, "eval_lengths", tuple(lengths))  # a list and a tuple: one run id
+        check(all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in lengths)
+              and list(lengths) == sorted(set(lengths)), "eval_lengths",
+              f"must be increasing integer lengths >= 1, got {list(lengths)}")
         resolve_device(self.device)
 
     def rung_steps(self) -> tuple[int, ...]:
@@ -201,6 +216,48 @@ class RunConfig:
         check(self.train.train_set_size == 0 or task.fixed_shapes, "train.train_set_size",
               f"needs a task whose training examples share one shape; task '{self.task}' draws "
               "variable lengths (set task_params.train_lengths = 'fixed')")
+        if self.train.eval_lengths:
+            self.length_tasks(task)
+
+    def length_tasks(self, task: Task | None = None) -> dict[int, Task]:
+        """{n: the task at length n} for each of `train.eval_lengths`, each checked against the
+        model the run trains (built for the task's own N): the task can be drawn at n
+        (`Task.at_length`), its inputs there are ids the model embeds (or vectors of its
+        width) with the same targets, and the model reads that many positions
+        (`ModelConfig.max_length`). Anything else is an ArchsepError naming the field."""
+        task = task or self.build_task()
+        spec, model = task.spec, self.model_config()
+        limit = model.max_length(spec)
+        where = "train.eval_lengths"
+        out = {}
+        for n in self.train.eval_lengths:
+            try:
+                at = task.at_length(n)
+            except ArchsepError as e:
+                raise ArchsepError.at(where, f"task '{self.task}' cannot be drawn at length {n}: {e}") from None
+            s = at.spec
+            check((s.input, s.output_dim, s.readout) == (spec.input, spec.output_dim, spec.readout), where,
+                  f"task '{self.task}' at length {n} has other inputs or targets than the trained model reads "
+                  f"({s.input}, {s.output_dim} outputs, readout {s.readout}; not {spec.input}, "
+                  f"{spec.output_dim}, {spec.readout})")
+            if s.input == "tokens":
+                check(s.input_dim <= spec.input_dim, where,
+                      f"task '{self.task}' at length {n} uses {s.input_dim} token ids, but the model is built for "
+                      f"its N with {spec.input_dim} (the extra ids, e.g. index-lookup's query tokens past N, have "
+                      "no embedding); evaluate at lengths whose inputs the trained model can embed")
+            else:
+                check(s.input_dim == spec.input_dim, where,
+                      f"task '{self.task}' at length {n} has inputs of width {s.input_dim}, the model reads "
+                      f"{spec.input_dim}")
+            if limit is not None and s.seq_len > limit:
+                learned = getattr(model, "positions", None) == "learned"
+                why = (" (its learned positions end there; model_params.positions = 'rope', 'sinusoidal' or 'none' "
+                       "have no such bound)" if learned else "")
+                raise ArchsepError.at(where, f"length {n} gives {s.seq_len} positions, but model '{self.arch}' "
+                                             f"built for the task's N = {getattr(task, 'N', '?')} reads at most "
+                                             f"{limit}{why}")
+            out[n] = at
+        return out
 
     @property
     def arm(self) -> str:

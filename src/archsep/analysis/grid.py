@@ -149,14 +149,8 @@ def analyze_runs(results: list[RunResult], x: str = "task_params.N", separations
     configs (a JSON-safe dict: x, varying, points, fits, separations, curves, curve_fields,
     metric, names)."""
     flats = [flat(r) for r in results]
-    fields = sorted({k for f in flats for k in f} - {"seed", "train.device"})
-    varying = [k for k in fields if len({_json(f.get(k)) for f in flats}) > 1]
-    curve_fields = _curve_fields(flats, varying, x)
-    keys = {}
-    for r, f in zip(results, flats):
-        keys[id(r)] = CurveKey(f.get("label") or f.get("arch") or "?", f.get("train.heldout") or "training",
-                               str(f.get("task")) if "task" in varying else "",
-                               tuple((k, _json(f.get(k))) for k in curve_fields))
+    varying, curve_fields, curve_of = curve_keys(flats, x)
+    keys = {id(r): k for r, k in zip(results, curve_of)}
     xs = {id(r): f.get(x) for r, f in zip(results, flats)}
     g = group(results, lambda r: keys[id(r)], lambda r: _Hashable(xs[id(r)]))
     grid = fit_grid(g, min_points=2)
@@ -166,6 +160,19 @@ def analyze_runs(results: list[RunResult], x: str = "task_params.N", separations
             "curves": list(grid.keys), "curve_fields": curve_fields, "metric": described["metric"],
             "run_curves": {r.run_id: keys[id(r)].name for r in results},
             "names": {c: n for c, k in grid.keys.items() if (n := described["names"].get(k.arm))}}
+
+
+def curve_keys(flats: list[dict[str, Any]], x: str | None) -> tuple[list[str], list[str], list[CurveKey]]:
+    """The curves of runs given as their flat configs (`flat`): the fields that vary among them
+    (but the seed and device), those that name a curve beyond its label (`_curve_fields`: all
+    but x), and each run's CurveKey."""
+    fields = sorted({k for f in flats for k in f} - {"seed", "train.device"})
+    varying = [k for k in fields if len({_json(f.get(k)) for f in flats}) > 1]
+    curve_fields = _curve_fields(flats, varying, x or "")
+    keys = [CurveKey(f.get("label") or f.get("arch") or "?", f.get("train.heldout") or "training",
+                     str(f.get("task")) if "task" in varying else "", tuple((k, _json(f.get(k))) for k in curve_fields))
+            for f in flats]
+    return varying, curve_fields, keys
 
 
 class _Hashable:

@@ -16,7 +16,7 @@ from typing import Callable, Literal
 
 import torch
 
-from ..config import HELD_OUT_ROLE, TEST_ROLE, VALIDATION_ROLE, RunConfig, TrainConfig
+from ..config import HELD_OUT_ROLE, LENGTH_ROLE, TEST_ROLE, VALIDATION_ROLE, RunConfig, TrainConfig
 from ..tasks.base import Batch, Task
 
 BLOCK = 25  # examples per block: the unit of the standard errors and of screening
@@ -42,6 +42,23 @@ def test_set(cfg: RunConfig, task: Task, device: torch.device | str = "cpu") -> 
     """The test set (train.test_size examples), from a seed of its own: never seen in training
     or model selection."""
     return task.sample_test(cfg.train.test_size, torch.Generator(device).manual_seed(cfg.derived_seed(TEST_ROLE)))
+
+
+def length_set(cfg: RunConfig, at: Task, n: int, device: torch.device | str = "cpu") -> Batch:
+    """The held-out set at length n of `train.eval_lengths`: `at` (the task at length n,
+    `RunConfig.length_tasks`) draws test_size examples (eval_size without a test set) by its
+    `sample_test`, every one at exactly that length, from a seed of its own (role
+    "length-test:<n>"): apart from the training, validation and test draws, and the same set
+    whichever other lengths are listed."""
+    size = cfg.train.test_size or cfg.train.eval_size
+    return at.sample_test(size, torch.Generator(device).manual_seed(cfg.derived_seed(f"{LENGTH_ROLE}:{n}")))
+
+
+def length_chunk(trained: int, evaluated: int) -> int:
+    """Examples per forward pass at `evaluated` positions for a model trained at `trained`: CHUNK
+    scaled down so that a chunk holds about the positions it holds in training (an attention
+    layer's activations grow with the length squared), a multiple of BLOCK, at least BLOCK."""
+    return max(BLOCK, min(CHUNK, CHUNK * trained // max(1, evaluated)) // BLOCK * BLOCK)
 
 
 Action = Literal["skip", "screen", "full"]
@@ -72,12 +89,14 @@ def data_slice(data: Batch, a: int, b: int) -> Batch:
 
 
 @torch.no_grad()
-def block_metrics(model: Model, task: Task, data: Batch, start: int = 0, stop: int | None = None) -> torch.Tensor:
-    """The metric of each block of BLOCK examples in data[start:stop] (float64)."""
+def block_metrics(model: Model, task: Task, data: Batch, start: int = 0, stop: int | None = None,
+                  chunk: int = CHUNK) -> torch.Tensor:
+    """The metric of each block of BLOCK examples in data[start:stop] (float64), computed
+    `chunk` examples (a multiple of BLOCK) per forward pass: the same blocks whatever the chunk."""
     stop = len(data) if stop is None else stop
     out = []
-    for i in range(start, stop, CHUNK):
-        part = data_slice(data, i, min(i + CHUNK, stop))
+    for i in range(start, stop, chunk):
+        part = data_slice(data, i, min(i + chunk, stop))
         pred = model(part.x)
         for j in range(0, len(part), BLOCK):
             out.append(float(task.metric(pred[j:j + BLOCK], data_slice(part, j, j + BLOCK))))
@@ -98,9 +117,9 @@ def mean_se(blocks: torch.Tensor, sizes: torch.Tensor) -> tuple[float, float]:
     return mean, se
 
 
-def evaluate(model: Model, task: Task, data: Batch) -> tuple[float, float]:
+def evaluate(model: Model, task: Task, data: Batch, chunk: int = CHUNK) -> tuple[float, float]:
     """Held-out metric averaged over examples, and its standard error."""
-    return mean_se(block_metrics(model, task, data), block_sizes(len(data)))
+    return mean_se(block_metrics(model, task, data, chunk=chunk), block_sizes(len(data)))
 
 
 @dataclass

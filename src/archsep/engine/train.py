@@ -9,6 +9,11 @@ lengths). It stops at the first held-out point below its threshold, or at its bu
 Runs that differ only in their seed or learning rate train as one stacked computation
 (`stack.Stacked`); each keeps its own seeds, data, held-out set, optimizer state and stop.
 
+With `eval_lengths` (length generalisation), the same checkpoint is also evaluated at each
+listed length on a set drawn at exactly that length (`evaluation.length_set`), recorded in
+`extra["by_length"]`; before training, the model reads one example of each length, so a model
+that cannot fails at once, not after its training.
+
 Two optional stops before the budget, both recorded in the result's `extra["stopped"]` and
 both censoring the run where it stopped: a plateau (`patience` full evaluations without a new
 best), and successive halving across a learning-rate grid (`halving_lrs`): the grid's runs
@@ -25,10 +30,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..config import EXTRA_TEST_ROLE, RunConfig, resolve_device
+from ..config import EXTRA_TEST_ROLE, LENGTH_ROLE, RunConfig, resolve_device
+from ..errors import ArchsepError
 from ..results import RunResult
 from ..tasks.base import Batch, Task
-from .evaluation import HeldOutLooks, Point, block_metrics, evaluate, held_out_set, test_set
+from .evaluation import (HeldOutLooks, Point, block_metrics, evaluate, held_out_set, length_chunk, length_set,
+                         test_set)
 from .planning import group_key, races, worth_stacking
 from .stack import Lockstep, Single, Stacked
 
@@ -142,6 +149,7 @@ class _Track:
     best_state: dict | None = None
     test_metric: float | None = None
     extra_tests: dict = field(default_factory=dict)  # name -> metric on the task's extra test sets
+    by_length: dict = field(default_factory=dict)  # str(n) -> metric at length n (train.eval_lengths)
     done: bool = False
     t_end: float | None = None  # when the run left the stack (stacked runs share the compute)
     looks: HeldOutLooks = field(default_factory=HeldOutLooks)
@@ -178,6 +186,7 @@ class _Track:
             test_metric=self.test_metric, best_samples=self.best[1] if self.best else None,
             extra={**({"probes": self.probes} if self.probes else {}),
                    **({"tests": self.extra_tests} if self.extra_tests else {}),
+                   **({"by_length": self.by_length} if self.by_length else {}),
                    **({"stopped": self.stopped} if self.stopped else {}),
                    **({"halving": {"race": self.race, "grid": len(tc.halving_lrs)}} if tc.halving_lrs else {})})
 
@@ -232,6 +241,8 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool) -> list[RunResult
         torch.manual_seed(c.derived_seed("init"))
         model = c.model_config().build(task.spec).to(dev)
         model.prune_to_readout()
+        if c.train.eval_lengths:
+            _reads_lengths(model, c, task, dev)
         models.append(model)
         tracks.append(_Track(c, task, held_out_set(c, task, dev), Stream(c, task, dev),
                              model.n_params(), model.state_size(task.spec.seq_len), t0))
@@ -293,6 +304,25 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool) -> list[RunResult
     return [tr.result(max_steps) for tr in tracks]
 
 
+@torch.no_grad()
+def _reads_lengths(model: torch.nn.Module, cfg: RunConfig, task: Task, dev: torch.device) -> None:
+    """Before training: the model reads one example at each of `train.eval_lengths` (drawn from
+    a generator of its own; no parameter, no other draw changes), so a model whose bound its
+    config does not declare (`ModelConfig.max_length`) fails now, naming the field."""
+    model.train(False)
+    try:
+        for n, at in cfg.length_tasks(task).items():
+            g = torch.Generator(dev).manual_seed(cfg.derived_seed(f"{LENGTH_ROLE}:{n}:probe"))
+            try:
+                model(at.sample_test(1, g).x)
+            except Exception as e:  # noqa: BLE001 - whatever the model raises, said as the field's error
+                msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise ArchsepError.at("train.eval_lengths",
+                                      f"model '{cfg.arch}' cannot read length {n}: {msg}") from None
+    finally:
+        model.train(True)
+
+
 def _halve(race: list[_Track], step: int) -> list[_Track]:
     """A rung of successive halving: rank the race as `analysis.size.select` chooses (best
     held-out metric, then the samples it took, then grid order; none yet: last), keep the
@@ -338,15 +368,20 @@ def _evaluate(tr: _Track, k: int, stack: Single | Stacked | Lockstep, samples: i
 
 
 def _finish(tr: _Track, k: int, stack: Single | Stacked | Lockstep, dev: torch.device) -> None:
-    """A run leaves the loop: its end time, and its test metric (on the best checkpoint with
-    keep_best, else on the final parameters)."""
+    """A run leaves the loop: its end time, and its test metric and its metric at each of
+    `eval_lengths` (on the best checkpoint with keep_best, else on the final parameters)."""
     tr.t_end = time.perf_counter()
     tc = tr.cfg.train
+    if not (tc.test_size or tc.eval_lengths):
+        return
+    model = stack.module(k, tr.best_state)
+    model.train(False)
     if tc.test_size:
-        model = stack.module(k, tr.best_state)
-        model.train(False)
         tr.test_metric, _ = evaluate(model, tr.task, test_set(tr.cfg, tr.task, dev))
         g = torch.Generator(dev).manual_seed(tr.cfg.derived_seed(EXTRA_TEST_ROLE))
         extra = tr.task.extra_tests(tc.test_size, g)
         tr.extra_tests = {name: evaluate(model, tr.task, b)[0] for name, b in extra.items()}
-        tr.t_end = time.perf_counter()
+    for n, at in tr.cfg.length_tasks(tr.task).items():  # the same checkpoint at each length
+        chunk = length_chunk(tr.task.spec.seq_len, at.spec.seq_len)
+        tr.by_length[str(n)] = evaluate(model, at, length_set(tr.cfg, at, n, dev), chunk)[0]
+    tr.t_end = time.perf_counter()

@@ -9,11 +9,12 @@ import tempfile
 from pathlib import Path
 
 from ..analysis.grid import analyze_runs
+from ..analysis.lengths import length_points
 from ..analysis.size import analyze_size
 from ..errors import ArchsepError
 from ..fileio import atomic_write, check_output
 from ..registry import reading
-from ..reporting.plots import size_figures
+from ..reporting.plots import accuracy_vs_length, size_figures
 from ..reporting.report import (environment, experiment_section, figure_curves, figure_samples, page,
                                 size_section, sweep_section, verdict)
 from ..results import RunResult
@@ -59,6 +60,7 @@ def _build(store: Store) -> tuple[str, dict]:
             meta = sw["analysis_data"] if sw else {}
             title = sw["name"] if sw else "runs outside any sweep"
             exp = _experiment_of(sw)
+            lfigs, lengths = _length_figures(title, results)  # runs with train.eval_lengths
             summary = None
             if exp is not None and sw is not None:
                 try:
@@ -71,12 +73,14 @@ def _build(store: Store) -> tuple[str, dict]:
                 figs = _experiment_figures(exp, summary)
                 curves = figure_curves(results, analyze_runs(results))
                 figs += [(f"{title}: held-out metric against samples", curves)] if curves else []
+                figs += lfigs
                 analyses.append({"sweep": title, "summary": summary.to_dict()})
                 sections.append(_experiment_section(sw, title, exp, summary, figs, results, by_id))
             elif meta.get("measure") == "size":  # accuracy per cell, lr chosen on validation, as paper A's presets
                 a = analyze_size(results, meta.get("x", "task_params.N"), meta.get("width"))
                 claims = []
                 figs = _drawn(title, lambda out, a=a, title=title: size_figures(a["cells"], a["points"], title, out))
+                figs += lfigs
                 analyses.append({"sweep": title, **a})
                 sections.append(size_section(sw, title, a, figs, results, by_id))
             else:
@@ -86,14 +90,25 @@ def _build(store: Store) -> tuple[str, dict]:
                 thr = ", ".join(sorted({str(r.config.get("train", {}).get("threshold")) for r in results}))
                 drawn = [(f"{title}: samples to threshold ({thr}) against {a['x']}", figure_samples(a, thr)),
                          (f"{title}: held-out metric against samples", figure_curves(results, a))]
-                figs = [(cap, png) for cap, png in drawn if png]
+                figs = [(cap, png) for cap, png in drawn if png] + lfigs
                 analyses.append({"sweep": title, **a})
                 sections.append(sweep_section(sw, title, a, figs, results, by_id))
+            if lengths is not None:
+                analyses[-1]["lengths"] = lengths
             all_claims += claims
             figures += figs
     data = {"claims": all_claims, "analyses": analyses, "environment": environment(rows),
             "status": store.status()}
     return page(store, data, sections), data
+
+
+def _length_figures(title: str, results: list[RunResult]) -> tuple[list[tuple[str, str]], dict | None]:
+    """The accuracy-against-length figure of the runs evaluated at other lengths
+    (`train.eval_lengths`) and its data; none without such runs."""
+    lengths = length_points(results)
+    if not lengths["points"]:
+        return [], None
+    return _drawn(title, lambda out: accuracy_vs_length(lengths, title, out / "accuracy-vs-length")), lengths
 
 
 def _experiment_of(sw: dict | None) -> Experiment | None:

@@ -24,6 +24,13 @@ class ModelConfig(abc.ABC):
     def params(self) -> dict:
         return dataclasses.asdict(self)  # type: ignore[call-overload]
 
+    def max_length(self, spec: TaskSpec) -> int | None:
+        """The most positions a model built for `spec` reads (None: any number). By default
+        `spec.seq_len` for a model with learned absolute positions (a config whose `positions`
+        is "learned": its table ends there), else unbounded; a model with another bound says
+        so by overriding this. `RunConfig` checks `train.eval_lengths` against it."""
+        return spec.seq_len if getattr(self, "positions", None) == "learned" else None
+
     def short_name(self) -> str:
         """What a legend calls the model, e.g. "GRU-500", "TF-(1,64)"; by default its registered
         name with its width, if it has one."""

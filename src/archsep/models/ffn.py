@@ -46,6 +46,11 @@ class FFNConfig(ModelConfig):
         check(self.hidden is None or all(h >= 1 for h in self.hidden), "hidden",
               f"sizes must be >= 1, got {self.hidden}")
 
+    def max_length(self, spec: TaskSpec) -> int | None:
+        """Its first layer reads the flattened sequence of seq_len positions (shorter inputs
+        are zero-padded): no more."""
+        return spec.seq_len
+
     def short_name(self) -> str:
         return "FFN" + (f"-{'x'.join(map(str, self.hidden))}" if self.hidden else " [N·d·q, 1000]")
 

@@ -120,9 +120,15 @@ class MixerStack(SeqModel):
         self.readout_only = self.readout_last
 
     def _position(self, L: int) -> torch.Tensor | None:
-        if self.pos is not None and L > self.max_len:
+        """The absolute positions of L positions: learned ones end at the task's seq_len;
+        sinusoidal codes are computed beyond it when needed (length generalisation)."""
+        if self.pos is None:
+            return None
+        if L <= self.max_len:
+            return self.pos[:L]
+        if isinstance(self.pos, nn.Parameter):
             raise ArchsepError(f"seq_len: input length {L} exceeds the model's maximum {self.max_len}")
-        return None if self.pos is None else self.pos[:L]
+        return sinusoidal_positions(L, self.width).to(self.pos)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.embed(x)  # (B, L, W)

@@ -147,11 +147,16 @@ class PreLNTransformer(SeqModel):
         self.readout_only = self.readout_last
 
     def _embed(self, x: torch.Tensor) -> torch.Tensor:
+        """Embeddings plus absolute positions. Learned positions end at the task's seq_len;
+        sinusoidal codes are a fixed function of the position, computed beyond it when needed
+        (length generalisation); rope, alibi and none have no absolute positions to run out of."""
         L = x.shape[1]
-        if L > self.max_len:
+        if L > self.max_len and self.positions == "learned":
             raise ArchsepError(f"seq_len: input length {L} exceeds the model's maximum {self.max_len}")
         h = self.embed(x)
-        return h if self.pos is None else h + self.pos[:L]
+        if self.pos is None:
+            return h
+        return h + (self.pos[:L] if L <= self.max_len else sinusoidal_positions(L, self.width).to(self.pos))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self._embed(x)  # (B, L, W)

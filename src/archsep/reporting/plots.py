@@ -237,3 +237,40 @@ def size_figures(cells: list[dict], points: list[dict], name: str, out: Path,
     curves of the chosen learning rates (`target` dashed)."""
     return (heatmaps(cells, name, out / "heatmaps") + accuracy_vs_N(points, name, out / "accuracy", baselines)
             + val_curves(cells, name, out / "val_curves", target))
+
+
+def accuracy_vs_length(lengths: dict, name: str, stem: Path) -> list[Path]:
+    """Length generalisation: accuracy (the task's metric for regression) against the length
+    evaluated, one line per curve (model), the mean over its seeds with the 95% t interval as
+    error bars (none from one seed); lengths on a log axis, the curves' longest training lengths
+    (their task's N) as dotted grey lines. `lengths` is `analysis.lengths.length_points`."""
+    points, measure = lengths["points"], lengths.get("measure", "accuracy")
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    curves = sorted({p["curve"] for p in points})
+    for k, curve in enumerate(curves):
+        ps = sorted((p for p in points if p["curve"] == curve and p["mean"] is not None), key=lambda p: p["length"])
+        lo = [p["mean"] - (p["ci"][0] if p["ci"][0] is not None else p["mean"]) for p in ps]
+        hi = [(p["ci"][1] if p["ci"][1] is not None else p["mean"]) - p["mean"] for p in ps]
+        colour = f"C{k % 10}"
+        ax.errorbar([p["length"] for p in ps], [p["mean"] for p in ps], yerr=[lo, hi], capsize=3, color=colour,
+                    marker=MARKERS[k % len(MARKERS)], label=plain(curve))
+    for n in sorted({n for c, n in lengths.get("train_N", {}).items() if c in curves}):
+        ax.axvline(n, color="grey", ls=":", lw=1.2)
+        ax.text(n, 0.02, f" trained to N = {n}", transform=ax.get_xaxis_transform(), fontsize=7, color="grey",
+                va="bottom")
+    ax.set_xscale("log")
+    ns = sorted({p["length"] for p in points})
+    if ns:
+        ax.set_xticks(ns)  # the lengths evaluated, written plainly
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    if measure == "accuracy":
+        ax.set_ylim(-0.02, 1.02)
+    else:
+        ax.set_yscale("log")
+    ax.set_xlabel("length evaluated (the task's N; dotted: longest training length)")
+    ax.set_ylabel(plain(f"{measure} (mean over seeds, 95% t interval)"))
+    ax.set_title(plain(f"{name}: {measure} against length"), fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return save(fig, stem)

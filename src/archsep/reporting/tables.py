@@ -21,14 +21,18 @@ def write_csv(rows: list[dict], path: Path, field: str = "out") -> Path:
 
 
 def export_rows(store) -> list[dict]:
-    """One flat dict per run: config fields as dotted columns, metrics, provenance."""
+    """One flat dict per run: config fields as dotted columns, metrics (with `by_length.<n>`, the
+    metric at each length of train.eval_lengths), provenance."""
+    from ..analysis.lengths import by_length
+
     sweeps_of: dict[str, list[str]] = {}
     names = {s["sweep_id"]: s["name"] for s in store.sweeps()}
     for p in store.planned():
         sweeps_of.setdefault(p["run_id"], []).append(names.get(p["sweep_id"], p["sweep_id"]))
     out = []
     for row in store.rows():
-        cfg = store.check(row).config  # a damaged row: one line naming the store, the run and the field
+        checked = store.check(row)  # a damaged row: one line naming the store, the run and the field
+        cfg = checked.config
         flat = {"run_id": row["run_id"], "task": cfg.get("task"), "arch": cfg.get("arch"),
                 "label": cfg.get("label"), "seed": cfg.get("seed")}
         for t in ("task_params", "model_params", "train"):
@@ -37,6 +41,7 @@ def export_rows(store) -> list[dict]:
         flat.update({k: row[k] for k in ("status", "samples", "resolution", "final_metric", "best_metric",
                                         "wall_s", "params", "state_size")})
         flat.update({k: row.get(k) for k in ("test_metric", "best_samples")})
+        flat.update({f"by_length.{n}": v for n, v in sorted(by_length(checked).items())})  # train.eval_lengths
         flat["censored"] = row["status"] == "censored"
         flat["error"] = (row["error"] or "").strip().splitlines()[0] if row["error"] else None
         flat.update({k: row[k] for k in ("archsep_version", "torch_version", "device", "host", "started_at",

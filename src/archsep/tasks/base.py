@@ -67,6 +67,21 @@ class Task(abc.ABC):
         lengths (paper A) override it to evaluate at exactly length N."""
         return self.sample(n, generator)
 
+    def at_length(self, n: int) -> "Task":
+        """This task at length n, for length generalisation (`TrainConfig.eval_lengths`): the
+        same task (its parameters and seed) with its length parameter `N` set to n, so that its
+        `sample_test` draws every example at exactly that length, as it draws at N: the input
+        length of a formal-language task, index lookup's number of symbols, the sequence length
+        of a recall task (`spec.seq_len` says the positions). Reuses the task's own check of
+        N (an odd length for modular arithmetic, an even one for Dyck: an ArchsepError naming
+        N). A task without a field `N`, or whose examples at another N are not the same task
+        (hidden randomness drawn for its N, as qSTR's positional codes), raises an
+        ArchsepError saying so."""
+        name = getattr(self, "registry_name", type(self).__name__)
+        if "N" not in {f.name for f in dataclasses.fields(self)}:  # type: ignore[arg-type]
+            raise ArchsepError(f"task '{name}' has no length parameter N")
+        return dataclasses.replace(self, N=n)  # type: ignore[type-var]
+
     @property
     def fixed_shapes(self) -> bool:
         """Whether every training batch has the same shape (runs of different seeds can then be

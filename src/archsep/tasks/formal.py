@@ -20,8 +20,9 @@ test sets) always uses k = N.
 
 Other lengths, for length generalisation: `sample_length(n, k, generator)` draws n examples
 at any valid input length k, also above N (the benchmark tests on 41..500). Such a batch is
-longer than `spec.seq_len`: a model with a bounded context must be built for the longer
-length, e.g. from `dataclasses.replace(task, N=k).spec`, whose `sample_test` draws at k too.
+longer than `spec.seq_len`; `at_length(k)` is the task with N = k, whose `sample_test` draws
+at k (what `train.eval_lengths` evaluates a trained run on). A model with learned positions
+cannot read past N; rotary, ALiBi, sinusoidal or no positions, and recurrent models, can.
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from functools import cached_property
 
 import torch
 
-from ..errors import check
+from ..errors import ArchsepError, check
 from .base import Batch, Task, TaskSpec
 from .links import LINKS, Link
 from .registry import TASKS
@@ -120,6 +120,11 @@ class QSTR(Task):
         if d["distribution"] == "iid":  # every run stored before the option existed: same identity
             del d["distribution"]
         return d
+
+    def at_length(self, n: int) -> Task:
+        """Not defined: the positional codes w_1..w_N are drawn from the task seed for N (their
+        width too), so qSTR at another N is another task, not the same one at another length."""
+        raise ArchsepError("qstr's positional codes are drawn for its N: at another N it is another task")
 
     def sample_as_published(self, n: int, generator: torch.Generator) -> Batch:
         """The authors' test protocol: held-out prompts drawn as simple-qSTR (one tuple shared by
