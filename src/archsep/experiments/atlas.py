@@ -1,0 +1,202 @@
+"""The atlas: every built-in sequence mixer, at the Transformer's parameter count, on each
+separation task, measured alike: samples until the held-out error drops below a threshold,
+against the length N, fitted as samples ~ N^alpha per (task, mixer), and for each mixer the
+verdict of "the Transformer's exponent is the smaller" (`analysis.stats.separation`).
+
+Alike means: one step budget, one learning rate, one evaluation schedule and one threshold per
+task for every mixer; each mixer's width chosen per (task, N) so that its trainable parameters
+are within 5% of the Transformer's (`models.matching`, MAD's iso-parameter protocol). A task's
+verdicts need its control (the Transformer reaches the threshold at every N; otherwise no
+verdict), and its threshold must lie below the task's best trivial predictor's error.
+
+Not in the atlas: qSTR (its targets read later tokens, which causal mixers cannot see; paper B's
+presets measure it), and paper B's `tf-b`, `rnn-b`, `ffn` (not mixers of a causal stack).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..analysis.grid import CurveKey, fit_grid, group
+from ..analysis.stats import separation
+from ..config import RunConfig, TrainConfig
+from ..errors import ArchsepError
+from ..models import MODELS
+from ..registry import init_fields
+from ..models.matching import match_width, measure, width_field
+from ..results import Claim, RunResult, Summary
+from .base import EXPERIMENTS, Experiment, claim_lines, run_settings
+from .samples import Arch
+
+TF = Arch("TF", "tf-preln", {"layers": 2, "width": 32, "heads": 2})
+HEADS2 = {"layers": 2, "heads": 2}  # two heads: widths in steps of 2 (4 with rotary positions) match finely
+MIXERS = (
+    Arch("LSTM", "lstm", {"layers": 2}), Arch("Mamba", "mamba", {"layers": 2}), Arch("S4D", "s4d", {"layers": 2}),
+    Arch("RetNet", "retnet", HEADS2), Arch("LinTF", "linear-tf", HEADS2), Arch("GLA", "gla", HEADS2),
+    Arch("Mamba2", "mamba2", HEADS2), Arch("DeltaNet", "deltanet", HEADS2), Arch("SWA", "swa", HEADS2),
+    Arch("BaseConv", "baseconv", {"layers": 2}), Arch("RWKV", "rwkv", {"layers": 2}),
+    Arch("Hyena", "hyena", {"layers": 2}), Arch("H3", "h3", {"layers": 2}), Arch("Based", "based", HEADS2),
+)
+
+
+@dataclass(frozen=True)
+class AtlasTask:
+    label: str
+    task: str
+    params: dict
+    Ns: tuple[int, ...]
+
+
+TASKS = (
+    AtlasTask("lookup", "index-lookup", {"train_lengths": "fixed"}, (8, 16, 32)),
+    AtlasTask("dyck", "dyck", {}, (8, 16, 32)),
+    AtlasTask("equality", "equality", {"train_lengths": "fixed"}, (8, 16, 32)),
+    AtlasTask("mqar", "mqar", {}, (8, 16, 32)),
+    AtlasTask("recall", "in-context-recall", {}, (8, 16, 32)),
+)
+
+
+@dataclass(frozen=True)
+class AtlasScale:
+    tasks: tuple[AtlasTask, ...]
+    archs: tuple[Arch, ...]
+    seeds: int
+    train: dict
+    indicative: str = ""
+
+
+TRAIN = {"lr": 1e-3, "batch_size": 64, "threshold": 0.1, "eval_every": 25, "eval_size": 512}
+
+
+@EXPERIMENTS.register("atlas")
+class Atlas(Experiment):
+    description = ("Every built-in mixer at the Transformer's parameter count on lookup, Dyck, equality, MQAR "
+                   "and recall: samples-to-threshold exponents and the verdict against TF")
+    scales = ("quick", "cpu")
+    runtime = {"quick": "a few minutes (2 CPU cores)", "cpu": "about 2 h (2 CPU cores; see --dry-run)"}
+    quick = AtlasScale((AtlasTask("lookup", "index-lookup", {"train_lengths": "fixed", "vocab": 16}, (4, 6, 8)),),
+                       (TF, MIXERS[0], MIXERS[6]), 3, {**TRAIN, "budget": 40_000},
+                       indicative="quick scale: one task, three mixers, short lengths")
+    cpu = AtlasScale(TASKS, (TF, *MIXERS), 3, {**TRAIN, "budget": 48_000})
+
+    def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
+        s = self.scale(scale)
+        train = TrainConfig(**{**s.train, "device": device})
+        out = []
+        for t in s.tasks:
+            for N in t.Ns:
+                task_params = {**t.params, "N": N}
+                spec = RunConfig(t.task, TF.arch, task_params, dict(TF.params), train).build_task().spec
+                target = measure(TF.arch, dict(TF.params), spec)
+                for a in s.archs:
+                    params = dict(a.params)
+                    if a is not TF:
+                        params = _matched(a, spec, target)
+                    out += [RunConfig(t.task, a.arch, task_params, params, train, seed, f"{t.label}/{a.label}")
+                            for seed in range(s.seeds)]
+        return out
+
+    def analyze(self, results: list[RunResult], scale: str) -> Summary:
+        s = self.scale(scale)
+        settings, notes = run_settings(results, {"budget": "train.budget", "threshold": "train.threshold"},
+                                       {"budget": s.train["budget"], "threshold": s.train["threshold"],
+                                        "seeds": s.seeds})
+        budget = max(settings["budget"]) if isinstance(settings["budget"], list) else settings["budget"]
+        threshold = settings["threshold"]
+        grid = fit_grid(group(results, lambda r: CurveKey(r.config["label"]),
+                              lambda r: r.config["task_params"]["N"]), budget)
+        claims, rows = [], []
+        for t in s.tasks:
+            tf = f"{t.label}/{TF.label}"
+            if tf not in grid.samples:
+                continue
+            trivial = _trivial_error(t)
+            beyond = isinstance(threshold, float) and threshold < trivial
+            claims.append(Claim("baseline", f"{t.label}: the threshold (error < {threshold}) lies below the best "
+                                            f"trivial predictor's error {trivial:.3f}", beyond,
+                                {"trivial_error": trivial, "threshold": threshold}))
+            cens = sum(int(c.sum()) for c in grid.censored[tf].values())
+            control = cens == 0 and len(grid.samples[tf]) == len(t.Ns)
+            claims.append(Claim("threshold", f"{t.label}: control: TF reaches the threshold at every N "
+                                             f"({cens} censored run(s))", control, {"censored": cens}))
+            for a in s.archs[1:]:
+                name = f"{t.label}/{a.label}"
+                if name not in grid.samples:
+                    continue
+                sep = separation(tf, grid.samples[tf], name, grid.samples[name], censored_a=grid.censored[tf],
+                                 censored_b=grid.censored[name])
+                held = sep.held if control and beyond else None
+                why = "" if control and beyond else " (no verdict: the control or the threshold failed)"
+                claims.append(Claim("separation", f"{t.label}: TF's exponent is smaller than {a.label}'s: "
+                                                  f"{sep.text()}{why}", held, sep.to_dict()))
+                fit = grid.fits.get(name, {})
+                n_cens = sum(int(c.sum()) for c in grid.censored[name].values())
+                if n_cens == sum(len(c) for c in grid.censored[name].values()):
+                    fit = {}  # every run censored: no exponent, only a bound at the budget
+                rows.append({"task": t.label, "arch": a.label, "alpha": fit.get("alpha"), "ci": fit.get("ci"),
+                             "tf_alpha": grid.fits.get(tf, {}).get("alpha"), "censored": n_cens,
+                             "verdict": {True: "held", False: "not held", None: "no verdict"}[held]})
+        if s.indicative:
+            claims = [Claim(c.kind, f"indicative ({s.indicative}): {c.text}", c.held, c.values) for c in claims]
+        data = {**settings, "points": grid.points, "fits": grid.fits, "atlas": rows, "notes": notes}
+        return Summary(self.registry_name, scale, data, claims, results)
+
+    def text(self, summary: Summary) -> str:
+        head = f"{summary.experiment} ({summary.scale}): {len(summary.results)} runs"
+        lines = [head, "  task       mixer      alpha_TF  alpha (95% CI)          censored  TF smaller?"]
+        for r in summary.data.get("atlas", []):
+            ci = r["ci"] or [math.nan, math.nan]
+            lines.append(f"  {r['task']:<10} {r['arch']:<10} {_f(r['tf_alpha']):>8}  {_f(r['alpha']):>6} "
+                         f"[{_f(ci[0])}, {_f(ci[1])}]{'':<6} {r['censored']:>8}  {r['verdict']}")
+        return "\n".join(lines + claim_lines([c for c in summary.claims if c.kind != "separation"]))
+
+    def figures(self, summary: Summary, out: Path) -> list[Path]:
+        from ..reporting.plots import plt, save
+
+        rows = summary.data.get("atlas", [])
+        tasks = list(dict.fromkeys(r["task"] for r in rows))
+        archs = list(dict.fromkeys(r["arch"] for r in rows))
+        if not rows:
+            return []
+        grid = [[math.nan] * len(archs) for _ in tasks]
+        fig, ax = plt.subplots(figsize=(1.0 + 0.62 * len(archs), 1.2 + 0.5 * len(tasks)), layout="constrained")
+        for r in rows:
+            i, j = tasks.index(r["task"]), archs.index(r["arch"])
+            gap = (r["alpha"] - r["tf_alpha"]) if r["alpha"] is not None and r["tf_alpha"] is not None else math.nan
+            grid[i][j] = gap
+            mark = {"held": "✓", "not held": "✗", "no verdict": "?"}[r["verdict"]]
+            ax.text(j, i, f"{mark}\n{r['censored']}c" if r["censored"] else mark, ha="center", va="center", fontsize=8)
+        im = ax.imshow(grid, cmap="RdBu_r", vmin=-2, vmax=2, aspect="auto")
+        ax.set_xticks(range(len(archs)), archs, rotation=45, ha="right")
+        ax.set_yticks(range(len(tasks)), tasks)
+        ax.set_title("alpha_mixer − alpha_TF (✓ TF's exponent smaller, ✗ not shown, ? no verdict; c: censored runs)",
+                     fontsize=8)
+        fig.colorbar(im, ax=ax, shrink=0.8)
+        return save(fig, out / "figure")
+
+
+def _matched(a: Arch, spec, target: int) -> dict:
+    """`a`'s parameters with its width chosen so that its parameters are within 5% of `target`;
+    where no width is (widths step by the heads; a small model's count jumps), the Transformer's
+    width with the MLP's width chosen instead."""
+    field = width_field(a.arch)
+    try:
+        return {**a.params, field: match_width(a.arch, dict(a.params), spec, target).value}
+    except ArchsepError:
+        if "mlp_width" not in init_fields(MODELS.get(a.arch)):
+            raise
+    params = {**a.params, "width": TF.params["width"]}
+    return {**params, "mlp_width": match_width(a.arch, params, spec, target, field="mlp_width").value}
+
+
+def _trivial_error(t: AtlasTask) -> float:
+    """1 - the best trivial predictor's accuracy at the task's largest N (from a fixed seed)."""
+    task = RunConfig(t.task, TF.arch, {**t.params, "N": max(t.Ns)}, dict(TF.params)).build_task()
+    return 1.0 - task.best_trivial(2000, torch.Generator().manual_seed(0))[1]
+
+
+def _f(v) -> str:
+    return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.2f}"

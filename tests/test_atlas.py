@@ -1,0 +1,70 @@
+"""The atlas (experiments/atlas.py): every mixer matched to the Transformer's parameters at each
+(task, N); its claims can fail: a mixer scaling like the TF is "not held", a steeper one "held",
+a censored TF (failed control) or a threshold no better than the trivial predictor gives no verdict."""
+from __future__ import annotations
+
+import pytest
+
+from archsep.experiments import PRESETS
+from archsep.models.matching import measure
+from archsep.results import RunResult
+
+
+@pytest.fixture(scope="module")
+def atlas():
+    return PRESETS.get("atlas")()
+
+
+def test_every_mixer_is_matched_within_five_percent_of_the_transformer(atlas):
+    runs = atlas.plan("cpu")
+    tasks = {r.task for r in runs}
+    assert {"index-lookup", "dyck", "equality", "mqar", "in-context-recall"} <= tasks
+    labels = {r.label.split("/")[1] for r in runs}
+    assert len(labels) >= 15  # TF and every built-in mixer
+    ref = {}
+    for r in runs:
+        if r.label.endswith("/TF") and r.seed == 0:
+            spec = r.build_task().spec
+            ref[(r.task, r.task_params["N"])] = measure(r.arch, dict(r.model_params), spec)
+    for r in runs:
+        if r.seed == 0:
+            n = measure(r.arch, dict(r.model_params), r.build_task().spec)
+            target = ref[(r.task, r.task_params["N"])]
+            assert abs(n - target) / target <= 0.05, r.label
+    # one budget, learning rate and threshold for every arm
+    assert len({(r.train.budget, r.train.lr, r.train.threshold, r.train.eval_every) for r in runs}) == 1
+
+
+def _runs(alpha_mixer: float, tf_censored: bool = False, threshold: float = 0.1) -> list[RunResult]:
+    out = []
+    for N in (4, 6, 8):
+        for seed in range(3):
+            for lab, alpha in (("TF", 1.0), ("LSTM", alpha_mixer), ("Mamba2", 1.0)):
+                n = 1000 * N ** alpha * (1 + 0.04 * seed)
+                cens = tf_censored and lab == "TF" and N == 8
+                cfg = {"task": "index-lookup", "task_params": {"N": N}, "model_params": {}, "label": f"lookup/{lab}",
+                       "arch": lab.lower(), "seed": seed, "train": {"budget": 10 ** 6, "threshold": threshold}}
+                out.append(RunResult(run_id=f"{lab}{N}{seed}", config=cfg, status="censored" if cens else "ok",
+                                     samples=10 ** 6 if cens else int(n), resolution=64, best_metric=0.05,
+                                     final_metric=0.05))
+    return out
+
+
+def _verdicts(summary):
+    return {r["arch"]: r["verdict"] for r in summary.data["atlas"]}
+
+
+def test_a_steeper_mixer_holds_and_one_scaling_like_the_tf_does_not(atlas, tmp_path):
+    s = atlas.analyze(_runs(alpha_mixer=2.0), "quick")
+    assert _verdicts(s) == {"LSTM": "held", "Mamba2": "not held"}
+    assert all(c.held for c in s.claims if c.kind in ("threshold", "baseline"))
+    assert atlas.figures(s, tmp_path) and "LSTM" in atlas.text(s)
+
+
+def test_a_failed_control_or_a_trivial_threshold_gives_no_verdict(atlas):
+    s = atlas.analyze(_runs(alpha_mixer=2.0, tf_censored=True), "quick")
+    assert set(_verdicts(s).values()) == {"no verdict"}
+    assert [c.held for c in s.claims if c.kind == "threshold"] == [False]
+    s = atlas.analyze(_runs(alpha_mixer=2.0, threshold=0.99), "quick")  # above the task's trivial error
+    assert set(_verdicts(s).values()) == {"no verdict"}
+    assert [c.held for c in s.claims if c.kind == "baseline"] == [False]
