@@ -51,7 +51,6 @@ class FirstBits(SeqModel):
         return logits[:, None].expand(-1, x.shape[1], -1)
 
 
-@MODELS.register("test-first-bits")
 @dataclass(frozen=True)
 class FirstBitsConfig(ModelConfig):
     k: int = 10
@@ -59,6 +58,15 @@ class FirstBitsConfig(ModelConfig):
 
     def build(self, spec: TaskSpec) -> FirstBits:
         return FirstBits(self.k, self.limit)
+
+
+@pytest.fixture(autouse=True)
+def first_bits_model():
+    """Registered for this module's tests alone: a model left in MODELS would join every later
+    test that loops over the registry (test_models_paper_a's pruning check, for one)."""
+    MODELS.register("test-first-bits")(FirstBitsConfig)
+    yield
+    MODELS._items.pop("test-first-bits", None)
 
 
 def first_bits_run(lengths=(5, 10, 20, 40), seed=3, **train) -> RunConfig:

@@ -75,12 +75,16 @@ TRAIN = {"lr": 1e-3, "batch_size": 64, "threshold": 0.1, "eval_every": 25, "eval
 class Atlas(Experiment):
     description = ("Every built-in mixer at the Transformer's parameter count on lookup, Dyck, equality, MQAR "
                    "and recall: samples-to-threshold exponents and the verdict against TF")
-    scales = ("quick", "cpu")
-    runtime = {"quick": "a few minutes (2 CPU cores)", "cpu": "about 2 h (2 CPU cores; see --dry-run)"}
+    scales = ("quick", "cpu", "full")
+    runtime = {"quick": "about 90 s (2 CPU cores)", "cpu": "about 2 h by --dry-run (2 CPU cores; not yet run)",
+               "full": "not run (a GPU's: see --dry-run)"}
     quick = AtlasScale((AtlasTask("lookup", "index-lookup", {"train_lengths": "fixed", "vocab": 16}, (4, 6, 8)),),
                        (TF, MIXERS[0], MIXERS[6]), 3, {**TRAIN, "budget": 40_000},
                        indicative="quick scale: one task, three mixers, short lengths")
     cpu = AtlasScale(TASKS, (TF, *MIXERS), 3, {**TRAIN, "budget": 48_000})
+    # full: each task at twice the lengths, 5 seeds and a budget that paper A's Transformers meet
+    full = AtlasScale(tuple(AtlasTask(t.label, t.task, t.params, tuple(2 * n for n in t.Ns)) for t in TASKS),
+                      (TF, *MIXERS), 5, {**TRAIN, "budget": 500_000})
 
     def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
         s = self.scale(scale)
