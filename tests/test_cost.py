@@ -100,11 +100,21 @@ def test_a_step_cost_ignores_the_seed_and_lr_and_a_family_times_only_its_shortes
         assert got == sorted(Ns)[:cost.TIMED_LENGTHS], (fam, got)
     assert est["shapes"]["timed"] == len(timed) and est["shapes"]["extrapolated"] == sum(
         max(0, len(Ns) - cost.TIMED_LENGTHS) for Ns in fams.values())
-    # a second dry run in a new process reads them all from the cache: nothing is timed again
+    # a second dry run in a new process reads them all from the cache: nothing is timed again,
+    # and no step's FLOPs at its longest length are counted again (kept beside its time)
+    from archsep.engine import planning
+
     monkeypatch.setattr(cost, "_STEPS", {})
+    monkeypatch.setattr(planning, "_FLOPS", {})
+    monkeypatch.setattr(planning, "_OPS", {})
+    counted = []
+    real_count = planning._count_step
+    monkeypatch.setattr(planning, "_count_step", lambda c, longest=False: (counted.append(longest),
+                                                                           real_count(c, longest))[1])
     timed.clear()
     again = cost.estimate(configs, workers=2)
     assert timed == [] and again["shapes"]["cached"] == est["shapes"]["timed"]
+    assert True not in counted, f"{counted.count(True)} longest-length FLOP counts repeated"
     assert abs(again["cpu_core_s"] - est["cpu_core_s"]) <= 1e-6 * est["cpu_core_s"]
 
 

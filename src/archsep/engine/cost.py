@@ -121,8 +121,8 @@ def _read_cache() -> dict[str, list[float]]:
         return {}  # none yet, unreadable or damaged: measure again
     if not isinstance(doc, dict) or doc.get("fingerprint") != fingerprint() or not isinstance(doc.get("costs"), dict):
         return {}
-    return {k: v for k, v in doc["costs"].items()
-            if isinstance(v, list) and len(v) == 3 and all(isinstance(x, (int, float)) and x >= 0 for x in v)}
+    return {k: v for k, v in doc["costs"].items()  # [cpu_s, eval_s, ops] and, since it is kept, the FLOPs
+            if isinstance(v, list) and len(v) in (3, 4) and all(isinstance(x, (int, float)) and x >= 0 for x in v)}
 
 
 def _write_cache(costs: dict[str, list[float]]) -> None:
@@ -167,7 +167,15 @@ def step_costs(configs: Sequence[RunConfig], measure: bool = True, workers: int 
     _measure(todo, workers)
     for by_N in families.values():
         Ns = sorted(by_N, key=lambda n: -1.0 if n is None else n)
-        flops = _family_flops(Ns, by_N)
+        known = {}  # FLOPs already counted: in this process, or kept in the cache with the shape's time
+        for N in Ns:
+            key = cost_key(by_N[N])
+            if key in _STEPS:
+                known[N] = _STEPS[key].flops
+            elif len(cached.get(key, ())) == 4:
+                known[N] = cached[key][3]
+                record_count(by_N[N], known[N], int(cached[key][2]), longest=True)
+        flops = _family_flops(Ns, by_N, known)
         timed: list[tuple[float, StepCost]] = []
         for i, N in enumerate(Ns):
             cfg = by_N[N]
@@ -175,14 +183,14 @@ def step_costs(configs: Sequence[RunConfig], measure: bool = True, workers: int 
             if key in _STEPS:
                 sc = _STEPS[key]
                 if _HOW.get(key) == "timed" and key not in cached:  # timed by _measure: keep it
-                    new[key] = [sc.cpu_s, sc.eval_s, sc.ops]
+                    new[key] = [sc.cpu_s, sc.eval_s, sc.ops, sc.flops]
             elif key in cached:
-                cpu_s, eval_s, ops = cached[key]
+                cpu_s, eval_s, ops = cached[key][:3]
                 sc = StepCost(cpu_s, eval_s, flops[N], int(ops))
                 _HOW[key] = "cached"
             elif i < TIMED_LENGTHS or N is None:
                 sc = step_cost(cfg)
-                new[key] = [sc.cpu_s, sc.eval_s, sc.ops]
+                new[key] = [sc.cpu_s, sc.eval_s, sc.ops, sc.flops]
             else:
                 sc = _extrapolate(timed[-2:], flops[N], N)
                 _HOW[key] = "extrapolated"
@@ -251,12 +259,18 @@ def _exponent(y1: float, y2: float, x1: float, x2: float) -> float:
     return min(2.0, max(1.0, p))
 
 
-def _family_flops(Ns: list, by_N: dict) -> dict:
-    """FLOPs per length, at its longest sequence: counted at the three shortest, the quadratic
-    through them beyond (at least linear growth from the longest counted)."""
-    out = {N: longest_step_flops(by_N[N]) for N in Ns[:3]}
+def _family_flops(Ns: list, by_N: dict, known: dict | None = None) -> dict:
+    """FLOPs per length, at its longest sequence: counted at the three shortest (or taken from
+    `known`, counted before), the quadratic through them beyond (at least linear growth from the
+    longest counted)."""
+    known = known or {}
+
+    def counted(N):
+        return known[N] if N in known else longest_step_flops(by_N[N])
+
+    out = {N: counted(N) for N in Ns[:3]}
     if len(Ns) <= 3 or None in Ns:
-        return {**out, **{N: longest_step_flops(by_N[N]) for N in Ns[3:]}}
+        return {**out, **{N: counted(N) for N in Ns[3:]}}
     (x0, x1, x2), (y0, y1, y2) = Ns[:3], (out[N] for N in Ns[:3])
     for N in Ns[3:]:
         quad = (y0 * (N - x1) * (N - x2) / ((x0 - x1) * (x0 - x2)) + y1 * (N - x0) * (N - x2) / ((x1 - x0) * (x1 - x2))
