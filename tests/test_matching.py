@@ -188,3 +188,19 @@ def test_the_example_sweep_matches_within_five_percent():
     assert {"TF", "LinTF", "RetNet", "Mamba2", "LSTM"} <= labels
     for c in sw.configs:
         assert abs(_counts(c) - refs[c.task_params["N"]]) / refs[c.task_params["N"]] <= 0.05, c.label
+
+
+def test_a_width_matched_at_each_length_is_part_of_the_point_not_another_curve():
+    """analysis.grid.curve_keys: a field that takes one value per (arm, x), such as a matched
+    width, does not split the arm's curve; one that takes several at the same x still does."""
+    from archsep.analysis.grid import curve_keys
+
+    flats = [{"label": "TF", "arch": "tf-preln", "task_params.N": n, "model_params.width": 64, "seed": s}
+             for n in (10, 20) for s in (0, 1)]
+    flats += [{"label": "LSTM", "arch": "lstm", "task_params.N": n, "model_params.hidden": h, "seed": s}
+              for n, h in ((10, 78), (20, 80)) for s in (0, 1)]
+    _, fields, keys = curve_keys(flats, "task_params.N")
+    assert "model_params.hidden" not in fields and {k.name for k in keys} == {"TF", "LSTM"}
+    flats += [{"label": "LSTM", "arch": "lstm", "task_params.N": 10, "model_params.hidden": 32, "seed": 0}]
+    _, fields, keys = curve_keys(flats, "task_params.N")
+    assert "model_params.hidden" in fields and len({k.name for k in keys}) == 4

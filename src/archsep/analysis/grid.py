@@ -200,14 +200,15 @@ def _x_order(v: Any) -> tuple:
 
 def _curve_fields(flats: list[dict], varying: list[str], x: str) -> list[str]:
     """Varying fields that name a curve beyond its label: those not fixed by (task, label, arch)
-    (an arm's own model_params are part of what its label means)."""
+    and x (an arm's own model_params are part of what its label means; a field set by x, such as
+    a width matched to the reference's parameters at each N or heads = q, is part of the point)."""
     out = []
     for k in varying:
         if k in (x, "label", "arch", "task", "seed"):
             continue
         per: dict[tuple, set] = defaultdict(set)
         for f in flats:
-            per[(f.get("task"), f.get("label"), f.get("arch"))].add(_json(f.get(k)))
+            per[(f.get("task"), f.get("label"), f.get("arch"), _json(f.get(x)))].add(_json(f.get(k)))
         if any(len(v) > 1 for v in per.values()):
             out.append(k)
     return out
