@@ -108,3 +108,22 @@ def test_a_median_interval_open_above_reads_greater_than_the_budget():
     d = p.to_dict()
     assert math.isfinite(p.median) and math.isinf(p.median_ci[1])
     assert d["median_ci"][1] is None and d["median_ci_text"] == f"[{p.median_ci[0]:.0f}, > 5000]"
+
+
+def test_a_negative_difference_from_censored_runs_of_the_worse_arm_is_not_a_reversal():
+    """The worse arm learns at the smallest N and is censored at the budget beyond: its fitted
+    exponent is a lower bound, so an interval below 0 shows no reversal (and no separation)."""
+    import numpy as np
+
+    from archsep.analysis.stats import separation
+
+    tf = {10: np.array([17600.0, 16000, 19200]), 20: np.array([56000.0, 52800, 59200]),
+          40: np.array([108800.0, 105600, 112000])}
+    la = {10: np.array([36800.0, 35200, 38400]), 20: np.array([121600.0, 128000, 128000]),
+          40: np.array([128000.0, 128000, 128000])}
+    cens = {10: np.array([False] * 3), 20: np.array([False, True, True]), 40: np.array([True] * 3)}
+    s = separation("TF", tf, "LinTF", la, censored_b=cens)
+    assert s.ci[1] < 0 and not s.reversed and s.held is False
+    assert "no reversal shown" in s.text() and "reversed" not in s.text()
+    plain = separation("TF", tf, "LinTF", la)  # the same numbers, uncensored: a reversal
+    assert plain.reversed and "reversed" in plain.text()

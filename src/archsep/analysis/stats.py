@@ -194,7 +194,8 @@ def exponent_difference(a: dict[int, np.ndarray], b: dict[int, np.ndarray],
 class Separation:
     """alpha_worse - alpha_better with its interval: a separation in the scaling exponent holds
     when the interval lies above 0 and censoring cannot have produced it; it is reversed when
-    the interval lies below 0.
+    the interval lies below 0 and no censored run entered it (one at the budget makes the worse
+    arm's exponent a lower bound, so a negative difference shows nothing).
 
     Censored runs enter the fits at the budget, a lower bound on their true sample count. For
     the worse architecture this is conservative as long as its smallest length is uncensored
@@ -218,7 +219,9 @@ class Separation:
 
     @property
     def reversed(self) -> bool:
-        return bool(math.isfinite(self.ci[1]) and self.ci[1] < 0)
+        """The interval lies below 0 and no censored run of the worse arm entered it at the
+        budget (with one, its exponent is only a lower bound: a reversal is not shown)."""
+        return bool(math.isfinite(self.ci[1]) and self.ci[1] < 0 and not self.lower_bound)
 
     @property
     def held(self) -> bool | None:
@@ -237,6 +240,9 @@ class Separation:
         if self.reversed:
             verdict = (f"lies below 0: the gap shrinks with {self.axis}" if gap
                        else f"lies below 0: reversed, {self.worse}'s exponent is the smaller")
+        elif math.isfinite(hi) and hi < 0:  # below 0 only because censored runs entered at the budget
+            verdict = (f"lies below 0, but censored runs enter at the budget (a lower bound): no "
+                       f"{'shrinking' if gap else 'reversal'} shown")
         elif self.excludes_zero:
             verdict = (f"lies above 0: the gap grows with {self.axis}" if gap
                        else f"lies above 0: {self.better}'s exponent is the smaller")
