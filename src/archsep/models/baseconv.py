@@ -13,6 +13,7 @@ state grows with N, like attention's KV cache; with a short K, a fixed-size stat
 """
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 from typing import Literal
 
@@ -32,6 +33,16 @@ def causal_conv(x: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
     K = taps.shape[1]
     y = F.conv1d(F.pad(x.transpose(1, 2), (K - 1, 0)), taps.flip(-1)[:, None], groups=x.shape[-1])  # (B, W, L)
     return y.transpose(1, 2)
+
+
+def check_conv(cfg: typing.Any) -> None:
+    """The checks of a long-convolution stack's config (baseconv, hyena): widths, `kernel` >= 1
+    or None (the task's length), `short` >= 1, positions."""
+    check_widths(cfg)
+    check(cfg.kernel is None or cfg.kernel >= 1, "kernel", f"must be >= 1 (None: the task's length), "
+                                                           f"got {cfg.kernel}")
+    check(cfg.short >= 1, "short", f"must be >= 1, got {cfg.short}")
+    check_positions(cfg)
 
 
 class GatedConv(Mixer):
@@ -96,11 +107,7 @@ class BaseConvConfig(ModelConfig):
     positions: Literal["learned", "sinusoidal", "none"] = "none"
 
     def __post_init__(self) -> None:
-        check_widths(self)
-        check(self.kernel is None or self.kernel >= 1, "kernel", f"must be >= 1 (None: the task's length), "
-                                                                 f"got {self.kernel}")
-        check(self.short >= 1, "short", f"must be >= 1, got {self.short}")
-        check_positions(self)
+        check_conv(self)
 
     def short_name(self) -> str:
         return f"BaseConv-({self.layers},{self.width})"

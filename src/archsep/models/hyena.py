@@ -36,8 +36,8 @@ from torch import nn
 from ..errors import check
 from ..tasks.base import TaskSpec
 from .base import ModelConfig
-from .baseconv import causal_conv
-from .mixer_stack import Mixer, MixerStack, check_positions, check_widths
+from .baseconv import causal_conv, check_conv
+from .mixer_stack import Mixer, MixerStack
 from .registry import MODELS
 
 BANDS = 4  # frequencies of the filters' positional encoding
@@ -146,12 +146,8 @@ class HyenaConfig(ModelConfig):
     positions: Literal["learned", "sinusoidal", "none"] = "none"
 
     def __post_init__(self) -> None:
-        check_widths(self)
-        check(self.kernel is None or self.kernel >= 1, "kernel", f"must be >= 1 (None: the task's length), "
-                                                                 f"got {self.kernel}")
-        check(self.short >= 1, "short", f"must be >= 1, got {self.short}")
+        check_conv(self)
         check(self.filter_width >= 1, "filter_width", f"must be >= 1, got {self.filter_width}")
-        check_positions(self)
 
     def short_name(self) -> str:
         return f"Hyena-({self.layers},{self.width})"

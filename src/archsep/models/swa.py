@@ -23,7 +23,7 @@ from torch import nn
 
 from ..errors import check
 from ..tasks.base import TaskSpec
-from .attention import rotate
+from .attention import attend, rotate
 from .base import ModelConfig
 from .mixer_stack import Mixer, MixerStack, check_positions, check_stack
 from .registry import MODELS
@@ -63,7 +63,8 @@ class LocalAttention(Mixer):
         k, v = (self._heads(x) for x in self.kv(h).chunk(2, -1))  # (B, H, Lk, d) each
         k = self._rotate(k, pos)
         mask = band_mask(q.shape[2], Lk, self.window, h.device)  # (Lq, Lk)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, Lq, d)
+        bias = torch.zeros(mask.shape, dtype=q.dtype, device=h.device).masked_fill(~mask, float("-inf"))
+        y = attend(q, k, v, causal=False, bias=bias)  # (B, H, Lq, d); written out under vmap (stacked seeds)
         return self.out(y.transpose(1, 2).flatten(2))  # (B, Lq, W)
 
     def init_state(self, batch: int, device=None, dtype=None) -> dict[str, torch.Tensor]:

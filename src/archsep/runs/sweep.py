@@ -277,12 +277,7 @@ class _Matcher:
     def __init__(self, doc: Any, base: dict, arms: list[dict], labels: list, where: str):
         from ..models.matching import BY
 
-        if not isinstance(doc, dict):
-            raise ArchsepError(f"{where}: match: expected a table, got {doc!r}")
-        for k in doc:
-            if k not in MATCH_KEYS:
-                raise ArchsepError(f"{where}: match.{k}: unknown key{closest(k, MATCH_KEYS)}; "
-                                   f"allowed: {', '.join(MATCH_KEYS)}")
+        _check_table(doc, "match", MATCH_KEYS, where)
         self.where, self.base, self.arms, self.labels = where, base, arms, labels
         to = doc.get("to")
         self.ref: int | None = None
@@ -440,13 +435,17 @@ def _seeds(v: Any, where: str) -> list[int] | None:
     raise ArchsepError(f"{where}: seeds: expected a count or a list of seeds, got {v!r}")
 
 
+def _check_table(doc: Any, name: str, keys: tuple[str, ...], where: str) -> None:
+    """A top-level table of known keys: anything else is named with the closest allowed key."""
+    if not isinstance(doc, dict):
+        raise ArchsepError(f"{where}: {name}: expected a table, got {doc!r}")
+    for k in doc:
+        if k not in keys:
+            raise ArchsepError(f"{where}: {name}.{k}: unknown key{closest(k, keys)}; allowed: {', '.join(keys)}")
+
+
 def _analysis(a: Any, where: str) -> dict:
-    if not isinstance(a, dict):
-        raise ArchsepError(f"{where}: analysis: expected a table, got {a!r}")
-    for k in a:
-        if k not in ANALYSIS_KEYS:
-            raise ArchsepError(f"{where}: analysis.{k}: unknown key{closest(k, ANALYSIS_KEYS)}; "
-                               f"allowed: {', '.join(ANALYSIS_KEYS)}")
+    _check_table(a, "analysis", ANALYSIS_KEYS, where)
     x = a.get("x", "task_params.N")
     if not isinstance(x, str) or x.split(".")[0] not in RUN_KEYS:
         raise ArchsepError(f"{where}: analysis.x: expected a config field such as \"task_params.N\", got {x!r}")
