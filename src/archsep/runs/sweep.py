@@ -318,6 +318,7 @@ class _Matcher:
                 raise ArchsepError(f"{where}: arms[{i}].model_params.{f}: set by [match] (matched to "
                                    f"{to!r} by {self.by}); remove it")
         self.cache: dict[str, Any] = {}
+        self.targets: dict[str, int] = {}  # the reference's count per grid point
         self.found: list[dict] = []
 
     def _field(self, i: int) -> str:
@@ -336,10 +337,21 @@ class _Matcher:
         cfg = RunConfig.from_dict(_nest({**flat, "seed": 0}))
         return cfg.arch, dict(cfg.model_params), cfg.build_task().spec
 
+    def _reference(self, combo: dict) -> int:
+        """The reference arm's count at this grid point, counted once for every arm matched to it."""
+        from ..models.matching import measure
+
+        key = json.dumps(combo, sort_keys=True, default=str)
+        if key not in self.targets:
+            assert self.ref is not None
+            arch, params, spec = self._count({**self.base, **self.arms[self.ref], **combo})
+            self.targets[key] = measure(arch, params, spec, self.by)
+        return self.targets[key]
+
     def matched(self, i: int, point: dict, combo: dict) -> dict:
         if i not in self.matched_arms:
             return point
-        from ..models.matching import match_width, measure
+        from ..models.matching import match_width
 
         f = self._field(i)
         point = {k: v for k, v in point.items() if k != f"model_params.{f}"}  # base's or the grid's value
@@ -347,12 +359,7 @@ class _Matcher:
         if key not in self.cache:
             desc = _describe({**combo, "label": self.labels[i]}, list(combo) + ["label"])
             try:
-                target = self.target
-                if target is None:
-                    assert self.ref is not None
-                    ref = {**self.base, **self.arms[self.ref], **combo}
-                    arch, params, spec = self._count(ref)
-                    target = measure(arch, params, spec, self.by)
+                target = self.target if self.target is not None else self._reference(combo)
                 arch, params, spec = self._count(point)
                 m = match_width(arch, params, spec, target, self.by, f, self.tolerance)
             except ArchsepError as e:
