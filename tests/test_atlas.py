@@ -31,8 +31,12 @@ def test_every_mixer_is_matched_within_five_percent_of_the_transformer(atlas):
             n = measure(r.arch, dict(r.model_params), r.build_task().spec)
             target = ref[(r.task, r.task_params["N"])]
             assert abs(n - target) / target <= 0.05, r.label
-    # one budget, learning rate and threshold for every arm
-    assert len({(r.train.budget, r.train.lr, r.train.threshold, r.train.eval_every) for r in runs}) == 1
+    # one budget, learning rate, threshold and schedule for every arm of a task
+    by_task: dict = {}
+    for r in runs:
+        by_task.setdefault(r.task, set()).add((r.train.budget, r.train.lr, r.train.threshold, r.train.eval_every,
+                                               r.train.eval_size, r.train.batch_size))
+    assert all(len(v) == 1 for v in by_task.values()), by_task
 
 
 def _runs(alpha_mixer: float, tf_censored: bool = False, threshold: float = 0.1) -> list[RunResult]:
