@@ -327,10 +327,10 @@ def test_baseconv_is_a_gated_convolution_written_out():
 
 def test_rwkv_wkv_is_its_sums_written_out_and_stable():
     """Oracle, float64: wkv_t = (sum_{i<t} e^{-(t-1-i)w+k_i} v_i + e^{u+k_t} v_t) / (the same
-    without v); and the recurrence stays finite where e^k alone would overflow."""
-    from archsep.models.rwkv import QUERY_BLOCK, TimeMix, wkv_parallel
+    without v), across chunk boundaries; and both forms stay finite where e^k alone would overflow."""
+    from archsep.models.rwkv import CHUNK, TimeMix, wkv_parallel
 
-    B, L, W = 2, QUERY_BLOCK + 5, 3
+    B, L, W = 2, 2 * CHUNK + 5, 3  # three chunks, the last one short
     g = torch.Generator().manual_seed(0)
     k, v = (torch.randn(B, L, W, generator=g, dtype=torch.float64) for _ in range(2))
     w, u = torch.rand(W, generator=g, dtype=torch.float64) + 0.1, torch.randn(W, generator=g, dtype=torch.float64)

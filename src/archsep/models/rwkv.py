@@ -6,8 +6,8 @@ k = x'_k W_k, v = x'_v W_v, r = sigmoid(x'_r W_r), a decay w = exp(w_log) > 0 an
     wkv_t = (sum_{i<t} e^{-(t-1-i) w + k_i} v_i + e^{u + k_t} v_t)
             / (sum_{i<t} e^{-(t-1-i) w + k_i} + e^{u + k_t}),         out_t = (r_t * wkv_t) W_o.
 wkv_t is a softmax over i <= t of the logits -(t-1-i) w + k_i (u + k_t at i = t), per channel.
-- parallel (training) form: that softmax, queries taken QUERY_BLOCK positions at a time (memory
-  B * QUERY_BLOCK * L * W);
+- parallel (training) form: that softmax within chunks of CHUNK positions, the positions before
+  a chunk carried as one rescaled (numerator, denominator) term (work and memory B * L * CHUNK * W);
 - recurrent form: RWKV's numerator, denominator and running maximum exponent (a, b, p), rescaled
   at every step so that no exponential overflows, plus the previous input for the token shift.
 State: 4 * width floats per layer (a, b, p and x_{t-1}). The channel mixing of RWKV's block is
@@ -26,25 +26,44 @@ from .base import ModelConfig
 from .mixer_stack import Mixer, MixerStack, check_positions, check_widths
 from .registry import MODELS
 
-QUERY_BLOCK = 16
+CHUNK = 16
 
 
 def wkv_parallel(k: torch.Tensor, v: torch.Tensor, w: torch.Tensor, u: torch.Tensor,
                  last_only: bool = False) -> torch.Tensor:
-    """k, v (B, L, W), w > 0 and u (W,) -> wkv (B, L, W) (or (B, 1, W), the last position alone)."""
-    L = k.shape[1]
-    i = torch.arange(L, device=k.device)
-    starts = [L - 1] if last_only else range(0, L, QUERY_BLOCK)
+    """k, v (B, L, W), w > 0 and u (W,) -> wkv (B, L, W) (or (B, 1, W), the last position alone).
+
+    Chunked: within a chunk of CHUNK positions the softmax over i <= t is taken whole (B, C, C, W);
+    the positions before the chunk enter as one carried term, RWKV's (numerator, denominator)
+    scaled by e^-m with m their largest logit, which decays by e^-w a position. Work and memory
+    B * L * CHUNK * W, not B * L * L * W."""
+    B, L, W = k.shape
+    if last_only:  # one query: its logits over every i <= L-1 at once, (B, L, W)
+        lag = (L - 2 - torch.arange(L, device=k.device)).to(k.dtype)  # (L,): t - 1 - i at t = L-1
+        logits = torch.cat([k[:, :-1] - lag[:-1, None] * w, k[:, -1:] + u], 1)  # (B, L, W)
+        return (logits.softmax(1) * v).sum(1, keepdim=True)  # (B, 1, W)
+    j = torch.arange(CHUNK, device=k.device)
+    lag = (j[:, None] - 1 - j[None]).to(k.dtype)  # (C, C): t - 1 - i within a chunk
+    inf = torch.tensor(float("-inf"), dtype=k.dtype, device=k.device)
+    bias = torch.where((j[None] < j[:, None])[..., None], -lag[..., None] * w,
+                       torch.where((j[None] == j[:, None])[..., None], u, inf))  # (C, C, W): i<t, i=t, i>t
+    m = torch.full((B, W), -1e30, dtype=k.dtype, device=k.device)  # carried: largest logit (none yet)
+    num, den = torch.zeros_like(m), torch.zeros_like(m)  # carried sums, scaled by e^-m
     out = []
-    for s in starts:
-        t = i[s:s + (1 if last_only else QUERY_BLOCK)]  # (Q,)
-        lag = (t[:, None] - 1 - i[None]).to(k.dtype)  # (Q, L): t - 1 - i
-        logits = k[:, None] - lag[None, :, :, None] * w  # (B, Q, L, W)
-        diag = (t[:, None] == i[None])[None, :, :, None]  # (1, Q, L, 1): i = t
-        logits = torch.where(diag, k[:, None] + u, logits)
-        logits = logits.masked_fill((i[None] > t[:, None])[None, :, :, None], float("-inf"))  # i > t
-        out.append((logits.softmax(2) * v[:, None]).sum(2))  # (B, Q, W)
-    return torch.cat(out, 1)
+    for s in range(0, L, CHUNK):
+        kc, vc = k[:, s:s + CHUNK], v[:, s:s + CHUNK]  # (B, n, W)
+        n = kc.shape[1]
+        lg = kc[:, None] + bias[:n, :n]  # (B, n, n, W): query t, key i
+        carry = m[:, None] - j[:n, None] * w  # (B, n, W): the carried term's logit at t = s + j
+        top = torch.maximum(lg.amax(2), carry)  # (B, n, W)
+        e, ec = (lg - top[:, :, None]).exp(), (carry - top).exp()  # (B, n, n, W), (B, n, W)
+        out.append(((e * vc[:, None]).sum(2) + ec * num[:, None]) / (e.sum(2) + ec * den[:, None]))
+        tail = kc - (n - 1 - j[:n, None]) * w  # (B, n, W): the chunk's logits at t = s + n
+        old = m - n * w  # (B, W)
+        m2 = torch.maximum(tail.amax(1), old)
+        et, eo = (tail - m2[:, None]).exp(), (old - m2).exp()
+        num, den, m = eo * num + (et * vc).sum(1), eo * den + et.sum(1), m2
+    return torch.cat(out, 1)  # (B, L, W)
 
 
 class TimeMix(Mixer):
