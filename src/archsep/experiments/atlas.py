@@ -128,9 +128,9 @@ class Atlas(Experiment):
             # a task's settings from its runs' stored configs, never from the preset
             mine = [r for r in results if str(r.config.get("label", "")).startswith(f"{t.label}/")]
             fallback = {**s.train, **t.train}
-            settings, why = run_settings(mine, {"budget": "train.budget", "threshold": "train.threshold"},
+            settings, disagree = run_settings(mine, {"budget": "train.budget", "threshold": "train.threshold"},
                                          {"budget": fallback.get("budget"), "threshold": fallback.get("threshold")})
-            notes += [f"{t.label}: {w}" for w in why]
+            notes += [f"{t.label}: {w}" for w in disagree]
             threshold = settings["threshold"]
             by_task[t.label] = {"budget": settings["budget"], "threshold": threshold, "Ns": list(t.Ns),
                                 "seeds": settings["seeds"]}
