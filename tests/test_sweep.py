@@ -74,6 +74,26 @@ def test_plan_batches_groups_seeds_whatever_the_number_of_workers():
     assert sorted(len(b) for b in plans[0]) == [4, 4]
 
 
+def test_batches_start_slowest_first_by_modelled_time_not_by_flops(tmp_path, monkeypatch):
+    """A run's modelled time (what a dry run measured) orders the batches: the run that is cheap
+    in FLOPs but slow on the clock starts first. The batches themselves (which runs stack) are the
+    same whatever the order."""
+    from archsep.runs import runner
+
+    s = sw.parse(tiny_toml(Ns=(2, 3), seeds=1, arms=("tf", "ffn")))
+    by_flops = [[c.run_id for c in b] for b in plan_batches(s.configs)]
+    firsts = [b[0] for b in plan_batches(s.configs)]  # the most FLOPs first
+    slow_first = {c.run_id: float(i + 1) for i, c in enumerate(firsts)}  # ... the least time first
+    by_time = [[c.run_id for c in b] for b in plan_batches(s.configs, seconds=lambda c: slow_first[c.run_id])]
+    assert len(by_flops) > 1 and sorted(map(sorted, by_time)) == sorted(map(sorted, by_flops))
+    assert by_time == by_flops[::-1] and [slow_first[b[0]] for b in by_time] == sorted(slow_first.values())[::-1]
+    monkeypatch.setattr(runner, "progress_weights", lambda cfgs: {c.run_id: slow_first[c.run_id] for c in cfgs})
+    monkeypatch.setenv("ARCHSEP_THREADS", "1")
+    seen: list = []
+    run_configs(s.configs, tmp_path, workers=1, progress=False, on_result=lambda r: seen.append(r.run_id))
+    assert seen == [b[0] for b in by_time]
+
+
 def test_local_sweep_runs_once_and_resumes_without_recomputing(tmp_path, monkeypatch):
     monkeypatch.setenv("ARCHSEP_THREADS", "1")
     s = sw.parse(tiny_toml(Ns=(2,), seeds=2))

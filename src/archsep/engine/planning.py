@@ -128,14 +128,18 @@ def worth_stacking(cfg: RunConfig, flops: Callable[[RunConfig], float] = step_fl
 
 
 def plan_batches(configs: Sequence[RunConfig], workers: int = 1,
-                 flops: Callable[[RunConfig], float] = step_flops) -> list[list[RunConfig]]:
+                 flops: Callable[[RunConfig], float] = step_flops,
+                 seconds: Callable[[RunConfig], float] | None = None) -> list[list[RunConfig]]:
     """Group runs by `group_key` (one batched `train_many` call each), at most STACK_MAX_RUNS
     per batch in the order given. Groups of compute-bound models, which are not stacked anyway,
     become one batch per run. The batches depend on the configs alone, never on `workers` or
     the executor: a stacked computation's rounding depends on its partners, and a run's stored
     numbers must not. They are ordered most expensive first (FLOPs per step x steps x runs), so
     the longest work starts first and the workers finish together. `flops` is the counted
-    FLOPs of a step; a dry run passes its estimate (engine/cost.py), runs never do. The runs
+    FLOPs of a step; a dry run passes its estimate (engine/cost.py), runs never do. `seconds`,
+    where given, is a run's modelled time (its budget's, from measured step times): batches are
+    then ordered by it instead, so a recurrence that is cheap in FLOPs but slow on the clock
+    starts early rather than leaving a tail; it orders batches, never forms them. The runs
     of a successive-halving race (`races`) always share a batch: they train side by side."""
     groups: OrderedDict[str, list[RunConfig]] = OrderedDict()
     for c in configs:
@@ -153,6 +157,8 @@ def plan_batches(configs: Sequence[RunConfig], workers: int = 1,
                 batch = []
             batch += r
         batches.append(batch)
+    if seconds is not None:
+        return sorted(batches, key=lambda b: -sum(seconds(c) for c in b))
     return sorted(batches, key=lambda b: -batch_cost(b, flops))
 
 

@@ -98,9 +98,10 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
         if reused_errors and progress:
             print(f"{desc}: {reused_errors} run(s) stored with status error are reused, not rerun "
                   "(retry_errors reruns them)", file=sys.stderr)
-        # the bar advances by each run's modelled share of the work, not by one per run: batches
-        # go most expensive first, so a count of runs would promise hours after the first one
-        weights = progress_weights(todo) if progress and todo else {}
+        # each run's modelled share of the work (its budget's time where a dry run measured its
+        # shape, else its FLOPs): batches start most expensive first by it, and the bar advances
+        # by it, not by one per run (a count of runs would promise hours after the first one)
+        weights = progress_weights(todo) if todo else {}
         bar = tqdm(total=sum(weights.values()) or 1.0, desc=desc, disable=not progress, file=sys.stderr,
                    dynamic_ncols=True, smoothing=0.0,
                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix} [{elapsed}<{remaining}]")
@@ -117,7 +118,7 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
                 if progress:
                     bar.write(f"{desc}: {len(todo)} to run, {len(unique) - len(todo)} already done; "
                               f"{ex.describe()}", file=sys.stderr)
-                for rows in ex.run(plan_batches(todo)):
+                for rows in ex.run(plan_batches(todo, seconds=lambda c: weights[c.run_id])):
                     for row in rows:
                         if store is not None and _commit(store, row, len(done) - len(reused), len(todo)) \
                                 and tracker is not None:
