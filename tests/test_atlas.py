@@ -39,16 +39,17 @@ def test_every_mixer_is_matched_within_five_percent_of_the_transformer(atlas):
     assert all(len(v) == 1 for v in by_task.values()), by_task
 
 
-def _runs(alpha_mixer: float, tf_censored: bool = False, threshold: float = 0.1) -> list[RunResult]:
+def _runs(alpha_mixer: float, tf_censored: bool = False, threshold: float = 0.1, task: str = "lookup"
+          ) -> list[RunResult]:
     out = []
     for N in (4, 6, 8):
         for seed in range(3):
             for lab, alpha in (("TF", 1.0), ("LSTM", alpha_mixer), ("Mamba2", 1.0)):
                 n = 1000 * N ** alpha * (1 + 0.04 * seed)
                 cens = tf_censored and lab == "TF" and N == 8
-                cfg = {"task": "index-lookup", "task_params": {"N": N}, "model_params": {}, "label": f"lookup/{lab}",
+                cfg = {"task": "index-lookup", "task_params": {"N": N}, "model_params": {}, "label": f"{task}/{lab}",
                        "arch": lab.lower(), "seed": seed, "train": {"budget": 10 ** 6, "threshold": threshold}}
-                out.append(RunResult(run_id=f"{lab}{N}{seed}", config=cfg, status="censored" if cens else "ok",
+                out.append(RunResult(run_id=f"{task}{lab}{N}{seed}", config=cfg, status="censored" if cens else "ok",
                                      samples=10 ** 6 if cens else int(n), resolution=64, best_metric=0.05,
                                      final_metric=0.05))
     return out
@@ -63,6 +64,7 @@ def test_a_steeper_mixer_holds_and_one_scaling_like_the_tf_does_not(atlas, tmp_p
     assert _verdicts(s) == {"LSTM": "held", "Mamba2": "not held"}
     assert all(c.held for c in s.claims if c.kind in ("threshold", "baseline"))
     assert atlas.figures(s, tmp_path) and "LSTM" in atlas.text(s)
+    assert "lookup: N = 4/6/8, budget 1000000 samples, error < 0.1, 3 seeds" in atlas.text(s)
 
 
 def test_a_failed_control_or_a_trivial_threshold_gives_no_verdict(atlas):
@@ -72,3 +74,19 @@ def test_a_failed_control_or_a_trivial_threshold_gives_no_verdict(atlas):
     s = atlas.analyze(_runs(alpha_mixer=2.0, threshold=0.99), "quick")  # above the task's trivial error
     assert set(_verdicts(s).values()) == {"no verdict"}
     assert [c.held for c in s.claims if c.kind == "baseline"] == [False]
+
+
+def test_each_task_is_gated_by_its_own_threshold(atlas):
+    """A threshold is read from each task's own runs: error < 0.12 on equality lies above what
+    counting symbols errs (0.101 at N = 16), so equality's verdicts are void while lookup's
+    stand at 0.1; at 0.05 (the cpu scale's) equality's gate passes too."""
+    def baseline(s):
+        return {c.values["threshold"]: c.held for c in s.claims if c.kind == "baseline"}
+
+    s = atlas.analyze(_runs(2.0) + _runs(2.0, threshold=0.12, task="equality"), "cpu")
+    assert [c.held for c in s.claims if c.kind == "baseline"] == [True, False]
+    assert {r["task"]: r["verdict"] for r in s.data["atlas"] if r["arch"] == "LSTM"} == \
+        {"lookup": "held", "equality": "no verdict"}
+    s = atlas.analyze(_runs(2.0) + _runs(2.0, threshold=0.05, task="equality"), "cpu")
+    assert baseline(s) == {0.1: True, 0.05: True}
+    assert s.data["tasks"]["equality"]["threshold"] == 0.05 and s.data["tasks"]["lookup"]["threshold"] == 0.1
