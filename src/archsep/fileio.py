@@ -33,7 +33,7 @@ from .errors import ArchsepError, has_control  # noqa: F401  (has_control: re-ex
 DB_NAME = "archsep.db"  # the store's file name (runs/store.py uses this one)
 STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 # files archsep writes beside a store; a command may overwrite only those it names as its own
-OWNED = ("runs.csv", "curves.csv", "runs.parquet", "summary.json", "summary.txt", "report.html")
+OWNED = ("runs.csv", "curves.csv", "runs.parquet", "runs.jsonl", "summary.json", "summary.txt", "report.html")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 Data = Union[str, bytes, Callable[[IO], None]]

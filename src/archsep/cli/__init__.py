@@ -138,7 +138,7 @@ COMMANDS["construct"] = cmd_construct
 # the library's field names (ArchsepError.field) that the command line sets by a flag or an argument
 FLAG_OF = {"out": "--out", "executor": "--executor", "address": "--address", "workers": "--workers",
            "set": "--set", "format": "--format", "scale": "--scale", "import": "--import", "only": "--only",
-           "log": "--log", "store": "DIR", "sweep_file": "FILE", "dest": "-o"}
+           "log": "--log", "store": "DIR", "sweep_file": "FILE", "dest": "-o", "file": "FILE"}
 
 
 def as_flags(e: ArchsepError) -> str:

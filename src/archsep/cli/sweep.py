@@ -1,4 +1,4 @@
-"""The sweep/store subcommands of the `archsep` CLI: sweep, status, export, report.
+"""The sweep/store subcommands of the `archsep` CLI: sweep, status, export, import, report.
 
 Kept apart from cli.py so that the main CLI file stays small; cli.py registers these.
 """
@@ -37,10 +37,17 @@ def add_parsers(sub, positive_int) -> None:
     st.add_argument("dir", metavar="DIR")
     st.add_argument("--json", action="store_true", help="machine-readable output")
 
-    e = sub.add_parser("export", help="write the store's runs as one flat table (pandas reads it directly)")
+    e = sub.add_parser("export", help="write the store's runs as one flat table (pandas reads it directly), "
+                                      "or as JSON lines that `archsep import` adds to another store")
     e.add_argument("dir", metavar="DIR")
-    e.add_argument("--format", default="csv", help="csv | parquet")
+    e.add_argument("--format", default="csv", help="csv | parquet | jsonl (every stored column of every run, "
+                                                   "one run a line: for `archsep import`)")
     e.add_argument("-o", "--output", type=path_arg("-o"), help="output file (default DIR/runs.<format>)")
+
+    i = sub.add_parser("import", help="add finished runs from `archsep export --format jsonl` files to a store, "
+                                      "where a preset or sweep rerun into it reuses them")
+    i.add_argument("files", metavar="FILE", nargs="+")
+    i.add_argument("--out", type=path_arg("--out"), required=True, help="output directory holding the store")
 
     r = sub.add_parser("report", help="a self-contained HTML report of a results store")
     r.add_argument("dir", metavar="DIR")
@@ -164,19 +171,31 @@ def _check_dir(d: str) -> None:
         raise ArchsepError.at("store", f"'{d}' is not a directory")
 
 
+FORMATS = ("csv", "parquet", "jsonl")
+FORMAT_FILES = tuple(f"runs.{f}" for f in FORMATS)
+
+
 def cmd_export(a: argparse.Namespace) -> int:
     from ..runs.store import open_store
 
     fmt = a.format.lower()
-    if fmt not in ("csv", "parquet"):
+    if fmt not in FORMATS:
         from ..errors import unknown
 
-        raise unknown("--format", a.format, ["csv", "parquet"])
+        raise unknown("--format", a.format, list(FORMATS))
     _check_dir(a.dir)
     dest = Path(a.output) if a.output else Path(a.dir) / f"runs.{fmt}"
-    check_output(dest, "dest", allow=("runs.csv", "runs.parquet"), example=f"runs.{fmt}")  # before any work
+    check_output(dest, "dest", allow=FORMAT_FILES, example=f"runs.{fmt}")  # before any work
     from ..registry import reading
 
+    if fmt == "jsonl":
+        from ..runs.transfer import dump_lines
+
+        with reading(), open_store(a.dir, create=False) as store:
+            lines = dump_lines(store)
+        atomic_write(dest, "".join(line + "\n" for line in lines), "dest", allow=FORMAT_FILES, example="runs.jsonl")
+        print(f"{len(lines)} run(s) -> {dest}; add them to another store with: archsep import {dest} --out DIR")
+        return 0
     with reading(), open_store(a.dir, create=False) as store:
         rows = export_rows(store)
     columns = list(dict.fromkeys(k for r in rows for k in r))
@@ -186,7 +205,7 @@ def cmd_export(a: argparse.Namespace) -> int:
             w.writeheader()
             w.writerows(rows)
 
-        atomic_write(dest, write, "dest", allow=("runs.csv", "runs.parquet"), newline="", example="runs.csv")
+        atomic_write(dest, write, "dest", allow=FORMAT_FILES, newline="", example="runs.csv")
     else:
         table = _parquet_table(rows, columns)  # before the file is made: a missing pyarrow leaves nothing
 
@@ -195,8 +214,23 @@ def cmd_export(a: argparse.Namespace) -> int:
 
             pq.write_table(table, f)
 
-        atomic_write(dest, write_pq, "dest", allow=("runs.csv", "runs.parquet"), binary=True, example="runs.parquet")
+        atomic_write(dest, write_pq, "dest", allow=FORMAT_FILES, binary=True, example="runs.parquet")
     print(f"{len(rows)} run(s), {len(columns)} column(s) -> {dest}")
+    return 0
+
+
+def cmd_import(a: argparse.Namespace) -> int:
+    """Every file is read and checked before the store is opened: a bad line adds nothing."""
+    from ..runs.store import open_store
+    from ..runs.transfer import import_rows, read_rows
+
+    rows: dict[str, dict] = {}
+    for f in a.files:
+        for row in read_rows(f):
+            rows.setdefault(row["run_id"], row)  # the same run in two files: the first file's
+    with open_store(a.out) as store:
+        added, kept = import_rows(store, list(rows.values()))
+    print(f"{added} run(s) added to {a.out}, {kept} already there (kept as stored)")
     return 0
 
 
@@ -226,4 +260,5 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"sweep": cmd_sweep, "status": cmd_status, "export": cmd_export, "report": cmd_report}
+COMMANDS = {"sweep": cmd_sweep, "status": cmd_status, "export": cmd_export, "import": cmd_import,
+            "report": cmd_report}
