@@ -131,6 +131,41 @@ def test_dyck_sample_draws_what_it_drew_before_type_swaps_existed():
     assert int(b.x.sum()) == 1922
 
 
+# --- equality: same-counts negatives ------------------------------------------------------------
+@pytest.mark.parametrize("variant,N", [("eq-random", 4), ("eq-random", 6), ("eq-random", 40), ("eq-one", 4),
+                                       ("eq-one", 40)])
+def test_same_counts_negatives_fool_symbol_counting_and_are_unequal(variant, N):
+    t = Equality(N=N, variant=variant)
+    b = t.sample_same_counts(300, gen(N))
+    m = N // 2
+    assert b.x.shape == (300, N + 1) and bool((b.x[:, m] == t.sep).all()) and bool((b.x[:, :m] < t.vocab).all())
+    assert torch.equal(b.y, torch.zeros(300, dtype=torch.long))
+    a, bb = b.x[:, :m], b.x[:, m + 1:]
+    for ra, rb in zip(a.tolist(), bb.tolist()):  # oracle: b is a rearrangement of a and not a
+        assert sorted(ra) == sorted(rb) and ra != rb
+        if variant == "eq-one":  # exactly two positions differ, holding each other's symbols
+            diff = [i for i in range(m) if ra[i] != rb[i]]
+            assert len(diff) == 2 and ra[diff[0]] == rb[diff[1]] and ra[diff[1]] == rb[diff[0]]
+    # counting symbols accepts every one: it scores 0% on them
+    assert t.label_accuracy(t.symbol_counts_equal(b.x).long(), b) == 0.0
+    assert set(t.extra_tests(10, gen(0))) == {"same-counts"}
+
+
+def test_same_counts_need_two_symbols_to_reorder():
+    assert Equality(N=2).extra_tests(5, gen(0)) == {}
+    with pytest.raises(ArchsepError, match="N"):
+        Equality(N=2).sample_same_counts(5, gen(0))
+
+
+def test_same_counts_negatives_are_seeded_and_shuffles_on_eq_random():
+    t = Equality(N=40)
+    b = t.sample_same_counts(500, gen(1))
+    assert torch.equal(b.x, t.sample_same_counts(500, gen(1)).x)
+    assert not torch.equal(b.x, t.sample_same_counts(500, gen(2)).x)
+    changed = (b.x[:, :20] != b.x[:, 21:]).sum(1).float()
+    assert changed.mean() > 6  # a shuffle moves many positions (two swapped would change exactly 2)
+
+
 # --- nearest neighbour: the labelled majority ----------------------------------------------------
 @pytest.mark.parametrize("params", [{"N": 20}, {"N": 11}, {"N": 12, "mqar": True}, {"N": 10, "vectors": "sign"}])
 def test_labelled_majority_is_the_per_example_oracle(params):

@@ -20,7 +20,9 @@ compute). It accepts every positive. On eq-random it rejects a negative unless b
 have a's number of 1s (probability about 1/sqrt(pi N/2)), so it scores about 94% at N = 50,
 96% at N = 100 and 97% at N = 200. On eq-one a negative changes one symbol into another, so
 the counts always differ and it is exact (100%): eq-one does not tell order-aware models from
-counting ones.
+counting ones. `extra_tests` adds "same-counts", negatives whose b holds a's symbols in another
+order (`sample_same_counts`): counting scores 0% there, so "equality above its baselines" is
+read on them too.
 """
 from __future__ import annotations
 
@@ -92,6 +94,45 @@ class Equality(ClassificationTask):
         b = self.sample_test(n, generator)
         return {"constant": self.constant_accuracy(b),
                 "symbol-counts": self.label_accuracy(self.symbol_counts_equal(b.x).long(), b)}
+
+    def extra_tests(self, n: int, generator: torch.Generator) -> dict[str, Batch]:
+        """"same-counts": accuracy on them says whether a model reads the order at all (counting
+        symbols scores 0% there, and 96-97% on the ordinary test set of eq-random at N = 100-200)."""
+        return {"same-counts": self.sample_same_counts(n, generator)} if self.N >= 4 else {}
+
+    def sample_same_counts(self, n: int, generator: torch.Generator) -> Batch:
+        """n negatives (label 0) at length N whose b holds every symbol as often as a does, so
+        `symbol_counts_equal` accepts each one: on eq-random b is a uniform shuffle of a, on
+        eq-one a with two positions of different symbols swapped (the least change that keeps
+        the counts). A drawn `a` with no such b (one symbol throughout) and a shuffle that gives
+        a back are drawn again. A separate test set, not part of `sample`'s stream. Needs N >= 4
+        (at N = 2, a and b are one symbol each: no other order exists)."""
+        check(self.N >= 4, "N", f"same-counts negatives need N >= 4 (two symbols to reorder), got {self.N}")
+        dev = generator.device
+        m = self.N // 2
+        a = torch.randint(0, self.vocab, (n, m), generator=generator, device=dev)
+        b = torch.empty_like(a)
+        todo = torch.arange(n, device=dev)
+        while len(todo):
+            k = len(todo)
+            aa = a[todo]
+            if self.variant == "eq-one":  # swap positions i and j, j drawn among those with another symbol
+                i = torch.randint(0, m, (k, 1), generator=generator, device=dev)
+                other = aa != aa.gather(1, i)  # (k, m)
+                pick = torch.rand(k, m, generator=generator, device=dev).masked_fill(~other, -1.0)
+                j = pick.argmax(1, keepdim=True)
+                bb = aa.scatter(1, i, aa.gather(1, j)).scatter(1, j, aa.gather(1, i))
+            else:
+                perm = torch.rand(k, m, generator=generator, device=dev).argsort(1)
+                bb = aa.gather(1, perm)
+            b[todo] = bb
+            again = (bb == aa).all(1)  # no other symbol to move (eq-one), or the shuffle gave a back
+            redraw = todo[again & (aa == aa[:, :1]).all(1)]  # a single symbol throughout: a new a
+            if len(redraw):
+                a[redraw] = torch.randint(0, self.vocab, (len(redraw), m), generator=generator, device=dev)
+            todo = todo[again]
+        sep = torch.full((n, 1), self.sep, dtype=torch.long, device=dev)
+        return Batch(torch.cat([a, sep, b], 1), torch.zeros(n, dtype=torch.long, device=dev))
 
     def sample(self, n: int, generator: torch.Generator) -> Batch:
         if self.train_lengths == "fixed":
