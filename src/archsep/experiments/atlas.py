@@ -89,7 +89,8 @@ class Atlas(Experiment):
     description = ("Every built-in mixer at the Transformer's parameter count on lookup, Dyck, equality, MQAR "
                    "and recall: samples-to-threshold exponents and the verdict against TF")
     scales = ("quick", "cpu", "full")
-    runtime = {"quick": "about 90 s (2 CPU cores)", "cpu": "68 min measured (2 CPU cores; --dry-run says 1.9 h, an upper bound)",
+    runtime = {"quick": "about 90 s (2 CPU cores)",
+               "cpu": "68 min measured (2 CPU cores; --dry-run says 1.9 h, an upper bound)",
                "full": "not run (a GPU's: see --dry-run)"}
     quick = AtlasScale((AtlasTask("lookup", "index-lookup", {"train_lengths": "fixed", "vocab": 16}, (4, 6, 8),
                                   {"budget": 40_000}),), (TF, MIXERS[0], MIXERS[6]), 3, TRAIN,

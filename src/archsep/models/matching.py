@@ -13,6 +13,7 @@ bisection finds the two widths around the target and the closer one is chosen. N
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -49,18 +50,33 @@ def width_field(arch: str) -> str:
                           f"parameter to search (its fields: {', '.join(sorted(fields))})")
 
 
+_COUNTS: dict[tuple, int] = {}  # (config class, params, spec, by) -> count: a plan matches the same models often
+_MAX_COUNTS = 100_000
+
+
 def measure(arch: str, params: dict[str, Any], spec: TaskSpec, by: str = "params") -> int:
-    """Trainable parameters, or state floats per sequence at the task's length, of one model."""
+    """Trainable parameters, or state floats per sequence at the task's length, of one model
+    (remembered per config class, parameters, task spec and `by`: a count depends on nothing else)."""
     if by not in BY:
         raise ArchsepError.at("by", f"must be one of {', '.join(BY)}, got {by!r}")
+    cls = MODELS.known(arch)
+    key = (cls, json.dumps(params, sort_keys=True, default=repr), spec, by)
+    if cls is not None and key in _COUNTS:
+        return _COUNTS[key]
     model = MODELS.build(arch, **params).build(spec)
     if by == "params":
-        return sum(p.numel() for p in model.parameters() if p.requires_grad)
-    state = model.state_size(spec.seq_len)
-    if state is None:
-        raise ArchsepError.at("by", f"{arch} carries no fixed-size state (attention keeps a cache that grows "
-                              "with the length); match it by \"params\"")
-    return int(state)
+        n = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    else:
+        state = model.state_size(spec.seq_len)
+        if state is None:
+            raise ArchsepError.at("by", f"{arch} carries no fixed-size state (attention keeps a cache that grows "
+                                  "with the length); match it by \"params\"")
+        n = int(state)
+    if cls is not None:
+        if len(_COUNTS) >= _MAX_COUNTS:
+            _COUNTS.clear()
+        _COUNTS[key] = n
+    return n
 
 
 def match_width(arch: str, params: dict[str, Any], spec: TaskSpec, target: int, by: str = "params",
