@@ -132,3 +132,14 @@ def test_export_jsonl_never_writes_over_a_store_and_names_its_formats(made, tmp_
     assert "results store" in capsys.readouterr().err
     assert main(["export", str(src), "--format", "xml"]) == 2
     assert "allowed: csv, jsonl, parquet" in capsys.readouterr().err
+
+
+def test_a_path_that_is_not_a_regular_file_is_one_line(tmp_path, capsys):
+    import os
+
+    os.mkfifo(tmp_path / "fifo")  # reading it would block forever
+    for bad in (tmp_path / "fifo", tmp_path, tmp_path / "missing.jsonl"):
+        assert main(["import", str(bad), "--out", str(tmp_path / "store")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and ("not a regular file" in err or "cannot read" in err), err
+    assert not (tmp_path / "store").exists()

@@ -35,6 +35,8 @@ def read_rows(path: str | Path) -> list[dict]:
     field at the first bad one."""
     p = Path(path)
     where = f"'{shown(p, 300)}'"
+    if p.exists() and not p.is_file():  # a directory, a FIFO (reading one would block), a device
+        raise ArchsepError.at("file", f"{where} is not a regular file")
     try:
         with open(p, "rb") as f:
             raw = f.read()
