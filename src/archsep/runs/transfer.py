@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..config import RunConfig
 from ..errors import ArchsepError, shown
-from .store import RESULT_COLUMNS, Damaged, Store, check_row
+from .store import RESULT_COLUMNS, Damaged, Store, _bad_constant, check_row
 
 MAX_LINE = 16 << 20  # bytes: a run's curves are kilobytes; a longer line is not a row
 
@@ -50,7 +50,7 @@ def read_rows(path: str | Path) -> list[dict]:
         if len(line) > MAX_LINE:
             raise ArchsepError.at("file", f"{at}: longer than {MAX_LINE} bytes; not a run's row")
         try:
-            row = json.loads(line.decode("utf-8"), parse_constant=_no_constant)
+            row = json.loads(line.decode("utf-8"), parse_constant=_bad_constant)
         except (UnicodeDecodeError, ValueError) as e:
             raise ArchsepError.at("file", f"{at}: not a JSON object ({shown(e, 120)})") from None
         if not isinstance(row, dict):
@@ -82,7 +82,3 @@ def import_rows(store: Store, rows: list[dict]) -> tuple[int, int]:
     """Add checked rows (`read_rows`) to `store`: (added, kept: already stored and left as they were)."""
     added = sum(store.add(row) for row in rows)
     return added, len(rows) - added
-
-
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number a row may hold")
