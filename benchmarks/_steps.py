@@ -27,16 +27,24 @@ def alternate_steps(models: dict, task, batches: list, warmup: int) -> dict[str,
     return times
 
 
+def time_variants(cfg, forms: dict[str, Callable | None], steps: int, warmup: int) -> dict[str, list[float]]:
+    """Seconds per training step of `cfg`'s model as the engine trains it (readout pruned) in
+    each of `forms` ({name: switch(copy) -> an older form of the same weights, or None for the
+    model as built}), alternating on the same batches drawn from the task's training
+    distribution: {name: the timed steps after `warmup`}."""
+    task = cfg.build_task()
+    torch.manual_seed(0)
+    built = cfg.model_config().build(task.spec)
+    built.prune_to_readout()
+    models = {k: built if f is None else f(copy.deepcopy(built)) for k, f in forms.items()}
+    g = torch.Generator().manual_seed(0)
+    batches = [task.sample(cfg.train.batch_size, g) for _ in range(warmup + steps)]
+    return alternate_steps(models, task, batches, warmup)
+
+
 def time_before_after(cfg, before: Callable, steps: int, warmup: int) -> tuple[list[float], list[float]]:
     """Seconds per training step of `cfg`'s model as the engine trains it (readout pruned) and of
     `before(copy)`, an older form of the same weights, alternating on the same batches drawn from
     the task's training distribution: (before, after), the timed steps after `warmup`."""
-    task = cfg.build_task()
-    torch.manual_seed(0)
-    after = cfg.model_config().build(task.spec)
-    after.prune_to_readout()
-    old = before(copy.deepcopy(after))
-    g = torch.Generator().manual_seed(0)
-    batches = [task.sample(cfg.train.batch_size, g) for _ in range(warmup + steps)]
-    times = alternate_steps({"before": old, "after": after}, task, batches, warmup)
-    return times["before"], times["after"]
+    t = time_variants(cfg, {"before": before, "after": None}, steps, warmup)
+    return t["before"], t["after"]

@@ -24,7 +24,7 @@ from archsep.experiments import EXPERIMENTS
 from archsep.models.attention import use_attention
 from archsep.models.mamba import use_scan
 
-from _steps import time_before_after  # benchmarks/_steps.py
+from _steps import time_variants  # benchmarks/_steps.py
 
 
 def pick(preset: str, arch: str, width: int, N: int, layers: int = 1):
@@ -40,12 +40,13 @@ def cells(Ns: list[int]) -> list:
     return out + [pick("lookup-fig2", "lstm", 64, max(Ns))]
 
 
-def before(model: torch.nn.Module, arch: str) -> torch.nn.Module:
-    if arch == "tf-preln":
-        return use_attention(model, "explicit")
-    if arch == "mamba":
-        return use_scan(model, "fused")
-    return model
+# the forms timed per family, before the issue first: {column: (name, switch)}; the last column
+# is the model as the engine now builds it (no switch)
+FORMS = {"tf-preln": {"before": ("explicit attn", lambda m: use_attention(m, "explicit")),
+                      "after": ("fused attn", None)},
+         "mamba": {"before": ("fused scan", lambda m: use_scan(m, "fused")),
+                   "chunked": ("chunked scan", lambda m: use_scan(m, "chunked")),
+                   "after": ("native scan", None)}}
 
 
 def main() -> None:
@@ -58,15 +59,18 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     print(f"per training step (batch 64, fwd+bwd+AdamW), {a.threads} thread(s), median of {a.steps}; "
           f"torch {torch.__version__}")
-    print(f"{'task':<13} {'model':<10} {'N':>4} {'before':>16} {'ms':>8} {'after':>16} {'ms':>8} {'ratio':>6}")
+    print(f"{'task':<13} {'model':<10} {'N':>4} {'before':>13} {'ms':>8} {'chunked':>8} {'after':>12} {'ms':>8} "
+          f"{'ratio':>6}")
     with flush_denormals():
         for cfg in cells(a.Ns):
-            b, f = time_before_after(cfg, lambda m, arch=cfg.arch: before(m, arch), a.steps, a.warmup)
-            what = {"tf-preln": ("explicit attn", "fused attn"), "mamba": ("fused scan", "chunked scan")}
-            b_name, a_name = what.get(cfg.arch, ("-", "-"))
-            print(f"{cfg.task:<13} {cfg.model_config().short_name():<10} {cfg.task_params['N']:>4} {b_name:>16} "
-                  f"{1e3 * statistics.median(b):>8.1f} {a_name:>16} {1e3 * statistics.median(f):>8.1f} "
-                  f"{sum(b) / sum(f):>5.2f}x", flush=True)
+            forms = FORMS.get(cfg.arch, {"before": ("-", lambda m: m), "after": ("-", None)})
+            t = time_variants(cfg, {k: f for k, (_, f) in forms.items()}, a.steps, a.warmup)
+            mid = f"{1e3 * statistics.median(t['chunked']):>8.1f}" if "chunked" in t else f"{'':>8}"
+            print(f"{cfg.task:<13} {cfg.model_config().short_name():<10} {cfg.task_params['N']:>4} "
+                  f"{forms['before'][0]:>13} {1e3 * statistics.median(t['before']):>8.1f} {mid} "
+                  f"{forms['after'][0]:>12} {1e3 * statistics.median(t['after']):>8.1f} "
+                  f"{sum(t['before']) / sum(t['after']):>5.2f}x", flush=True)
+
 
 if __name__ == "__main__":
     main()

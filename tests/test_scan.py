@@ -114,7 +114,8 @@ def test_chunk_sizes_and_bad_chunks():
         assert e.value.field == "chunk"
 
 
-def test_auto_runs_the_chunked_scan_on_cpu(monkeypatch):
+def test_auto_runs_the_chunked_scan_on_cpu_without_the_compiled_one(monkeypatch):
+    monkeypatch.setattr(mm, "native_available", lambda: False)  # no C compiler (tests/test_native_scan.py)
     calls = []
     real = mm.ChunkedScan.apply
     monkeypatch.setattr(mm.ChunkedScan, "apply", lambda *a: calls.append(a[0].shape) or real(*a))
@@ -131,7 +132,7 @@ def test_mamba_model_chunked_equals_sequential_end_to_end(dtype, atol):
     torch.manual_seed(0)
     ref = make_model_config("mamba", layers=2, width=8, d_state=4).build(VECTORS).to(dtype)
     use_scan(ref, "sequential")
-    new = use_scan(copy.deepcopy(ref), None)  # the config's 'auto': chunked on CPU
+    new = use_scan(copy.deepcopy(ref), "chunked")
     x = torch.randn(3, 23, 3, dtype=dtype)
     outs = []
     for m in (ref, new):
@@ -153,7 +154,7 @@ def test_use_scan_is_not_part_of_the_config_and_rejects_unknown_scans():
     assert all(m.scan_impl == "sequential" for m in model.mixers)
     use_scan(model, None)
     assert all(m.scan_impl is None for m in model.mixers)
-    with pytest.raises(ArchsepError, match="scan: must be one of auto, chunked, fused") as e:
+    with pytest.raises(ArchsepError, match="scan: must be one of auto, native, chunked, fused") as e:
         use_scan(model, "blelloch")
     assert e.value.field == "scan"
     assert make_model_config("mamba", scan="chunked").scan == "chunked"

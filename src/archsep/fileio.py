@@ -238,3 +238,14 @@ def path_arg(field: str):
 def default_dir(name: str, field: str, root: str = "results") -> Path:
     """results/<name>, for a name checked by `check_component`: it never leaves results/."""
     return Path(root) / check_component(name, field)
+
+
+def cache_root() -> Path | None:
+    """archsep's cache directory: $ARCHSEP_CACHE_DIR, else $XDG_CACHE_HOME/archsep or
+    ~/.cache/archsep; None when ARCHSEP_CACHE_DIR is set empty (caching off). What is kept there
+    (measured step costs, compiled kernels) can always be made again."""
+    root = os.environ.get("ARCHSEP_CACHE_DIR")
+    if root is None:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                            "archsep")
+    return Path(root) if root else None

@@ -41,6 +41,7 @@ from typing import Any, Sequence
 import torch
 
 from ..config import RunConfig
+from ..fileio import cache_root
 from .evaluation import CHUNK, LOOKS
 from ..plugins import activate, payload
 from .planning import group_key, longest_step_flops, plan_batches, record_count, step_flops, step_ops
@@ -88,11 +89,8 @@ def _family(cfg: RunConfig) -> tuple[str, float | None]:
 
 def cache_file() -> Path | None:
     """Where measured step costs are kept between dry runs (None: nowhere)."""
-    root = os.environ.get("ARCHSEP_CACHE_DIR")
-    if root is None:
-        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-                            "archsep")
-    return Path(root) / CACHE_NAME if root else None
+    root = cache_root()
+    return root / CACHE_NAME if root else None
 
 
 @functools.cache
@@ -108,7 +106,7 @@ def fingerprint() -> str:
     src = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(f"{cpu}|{os.cpu_count()}|{torch.__version__}".encode())
     for part in ("models", "tasks", "engine"):
-        for f in sorted((src / part).rglob("*.py")):
+        for f in sorted(p for ext in ("*.py", "*.c") for p in (src / part).rglob(ext)):
             h.update(f.name.encode() + f.read_bytes())
     return h.hexdigest()[:16]
 

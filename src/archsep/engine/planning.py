@@ -13,6 +13,7 @@ import torch
 
 from ..config import RunConfig
 from ..models.attention import use_attention
+from ..models.mamba import use_scan
 
 STACK_MAX_FLOPS = 5e7  # per model and step, on a CPU: measured neutral below, slower above (benchmarks/lr_grid.py)
 STACK_MAX_RUNS = 16  # runs per stack: bounds its memory
@@ -106,6 +107,9 @@ def _count_step(cfg: RunConfig, longest: bool = False) -> tuple[float, int]:
     # count the attention written out: the same arithmetic as the fused kernel, for which torch's
     # counter has no formula on a CPU (it would count nothing, and plans would change with it)
     use_attention(model, "explicit")
+    # and the selective scan as the chunked PyTorch form: the compiled one (models/native.py) is
+    # invisible to the counter, and a plan must not depend on whether it compiled here
+    use_scan(model, "chunked")
     batch = (task.sample_test if longest else task.sample)(cfg.train.batch_size, torch.Generator().manual_seed(0))
     with FlopCounterMode(display=False) as fc, _CountOps() as ops:
         task.loss(model(batch.x), batch).backward()

@@ -18,8 +18,13 @@ Scans, all computing the same thing:
   and the contractions with B and C run state-major so that they are matrix products. Every
   decay is exp(Δ_t A) <= 1 of one position, as in the reference: no cumulative sums are
   exponentiated, so it is as stable as the sequential form. The fast path on CPU.
+- 'native': the same recurrence in C (`selective_scan.c`, `NativeScan`), compiled on first use
+  with the machine's C compiler (`native.library`): one sequence's (N, E) state stays in cache
+  and each position is one vectorised pass over it. float32 on CPU; where no compiler is found,
+  'auto' takes 'chunked' instead.
 - 'auto': the CUDA `mamba_ssm` kernel when it is installed and the input is on a GPU, else
-  'parallel' on a GPU and 'chunked' on CPU ('fused' inside vmap, which 'chunked' cannot enter).
+  'parallel' on a GPU; on CPU 'native' for float32 where it compiled, else 'chunked' ('fused'
+  inside vmap, which neither 'native' nor 'chunked' can enter).
 
 Which scan runs is the config's `scan` unless `use_scan(model, impl)` overrides it: an
 implementation switch, not a config field, so run ids stay the same (they all compute the
@@ -32,6 +37,7 @@ E*(d_conv-1) (the last d_conv-1 conv inputs). `state_breakdown` reports the two 
 """
 from __future__ import annotations
 
+import ctypes
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -42,6 +48,7 @@ from torch import nn
 
 from ..errors import check
 from ..tasks.base import TaskSpec
+from . import native
 from .base import ModelConfig, SeqModel, input_layer
 from .registry import MODELS
 
@@ -50,7 +57,7 @@ try:  # optional fused CUDA kernel; never required
 except Exception:  # noqa: BLE001  (ImportError, or a broken CUDA build)
     _cuda_scan = None
 
-_SCANS = ("auto", "chunked", "fused", "parallel", "sequential")
+_SCANS = ("auto", "native", "chunked", "fused", "parallel", "sequential")
 
 
 def _under_vmap(t: torch.Tensor) -> bool:
@@ -254,6 +261,75 @@ def chunked_scan(u, delta, A, B, C, chunk: int | None = None) -> torch.Tensor:
     return ChunkedScan.apply(u, delta, A, B, C, chunk)[0]
 
 
+def _ptr(t: torch.Tensor) -> ctypes.c_void_p:
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def _scan_library():
+    lib = native.library()
+    if lib is not None and not getattr(lib, "_typed", False):
+        for fn, n_ptr in ((lib.scan_forward, 10), (lib.scan_backward, 16)):
+            fn.argtypes = [ctypes.c_void_p] * n_ptr + [ctypes.c_int64] * 4
+            fn.restype = None
+        lib._typed = True
+    return lib
+
+
+def native_available() -> bool:
+    """Whether the compiled selective scan (models/selective_scan.c) is there to use."""
+    return _scan_library() is not None
+
+
+class NativeScan(torch.autograd.Function):
+    """`FusedScan`'s recurrence with the skip and the gate, (y + D u) * silu(z), in C
+    (`models/selective_scan.c`, compiled on first use by `native.library`): per sequence, its
+    whole (N, E) state stays in cache, each position is one vectorised pass over it, and exp is
+    a branch-free polynomial. The backward pass recomputes one sequence's states and outputs at a
+    time (about L * N * E floats of scratch) and walks back in time. Nothing of size (B, L, E, N)
+    is kept between the passes, only the inputs. float32 on CPU, one thread, not under vmap.
+    u, delta, z: (B, L, E); A: (E, N); B, C: (B, L, N); D: (E) -> (B, L, E)."""
+
+    @staticmethod
+    def forward(u, delta, A, B, C, D, z):
+        Bt, L, E = u.shape
+        N = A.shape[1]
+        u, delta, B, C, D, z = (t.contiguous() for t in (u, delta, B, C, D, z))
+        AT = A.t().contiguous()
+        out, s, y = u.new_empty(Bt, L, E), u.new_empty(N, E), u.new_empty(E)
+        _scan_library().scan_forward(*map(_ptr, (u, delta, AT, B, C, D, z, out, s, y)), Bt, L, E, N)
+        return out
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, gout):
+        u, delta, A, B, C, D, z = (t.contiguous() for t in ctx.saved_tensors)
+        Bt, L, E = u.shape
+        N = A.shape[1]
+        AT, gout = A.t().contiguous(), gout.contiguous()
+        gu, gdt, gz = (u.new_empty(Bt, L, E) for _ in range(3))
+        gB, gC = u.new_empty(Bt, L, N), u.new_empty(Bt, L, N)
+        gAT, gD = u.new_zeros(N, E), u.new_zeros(E)
+        work = u.new_empty((L + 1) * N * E + L * E + 2 * N * E + E)
+        _scan_library().scan_backward(*map(_ptr, (u, delta, AT, B, C, D, z, gout, gu, gdt, gAT, gB, gC, gD, gz, work)),
+                                      Bt, L, E, N)
+        return gu, gdt, gAT.t(), gB, gC, gD, gz
+
+
+def native_scan(u, delta, A, B, C, D, z) -> torch.Tensor:
+    """`NativeScan`, the gated output (y + D u) * silu(z): float32 CPU tensors only, and only
+    where `native_available()`."""
+    check(native_available(), "scan", f"'native' needs the compiled scan, which is not available here "
+                                      f"({native.why_not()}); use 'chunked'")
+    check(all(t.dtype == torch.float32 and not t.is_cuda for t in (u, delta, A, B, C, D, z)), "scan",
+          f"'native' takes float32 CPU tensors, got {u.dtype} on {u.device}")
+    if u.shape[1] == 0:
+        return u * 0
+    return NativeScan.apply(u, delta, A, B, C, D, z)
+
+
 def use_scan(model: nn.Module, impl: str | None) -> nn.Module:
     """Run every Mamba layer of `model` with scan `impl` (one of auto, chunked, fused, parallel,
     sequential) whatever its config says; None goes back to the config's. An implementation
@@ -317,9 +393,15 @@ class MambaMixer(nn.Module):
                            B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous(), self.D.float(),
                            z=z.transpose(1, 2).contiguous())
             return y.transpose(1, 2)
-        scan = want if want != "auto" else ("parallel" if u.is_cuda else "chunked")
-        if scan == "chunked" and _under_vmap(u):
+        if want == "auto":
+            cpu32 = not u.is_cuda and u.dtype == torch.float32 and not _under_vmap(u)
+            scan = "parallel" if u.is_cuda else "native" if cpu32 and native_available() else "chunked"
+        else:
+            scan = want
+        if scan in ("chunked", "native") and _under_vmap(u):
             scan = "fused"  # same recurrence, written out-of-place for functorch
+        if scan == "native":
+            return native_scan(u, delta, A, B, C, self.D, z)
         if scan == "chunked":
             y = chunked_scan(u, delta, A, B, C)
         elif scan == "fused":
@@ -396,7 +478,8 @@ class MambaConfig(ModelConfig):
     inner width expand*width, d_state states per inner channel, a causal depthwise conv of
     width d_conv, Δ through a rank-dt_rank projection (default ceil(width/16)) initialised
     log-uniform in [dt_min, dt_max]. norm: rms | layer. scan: auto (CUDA kernel if installed
-and on GPU, else parallel on GPU, chunked on CPU) | chunked | fused | parallel | sequential."""
+and on GPU, else parallel on GPU; on CPU native for float32 where it compiled, else chunked) |
+native | chunked | fused | parallel | sequential."""
 
     layers: int = 2
     width: int = 64
@@ -407,7 +490,7 @@ and on GPU, else parallel on GPU, chunked on CPU) | chunked | fused | parallel |
     dt_min: float = 0.001
     dt_max: float = 0.1
     norm: Literal["rms", "layer"] = "rms"
-    scan: Literal["auto", "chunked", "fused", "parallel", "sequential"] = "auto"
+    scan: Literal["auto", "native", "chunked", "fused", "parallel", "sequential"] = "auto"
 
     def __post_init__(self) -> None:
         for name in ("layers", "width", "d_state", "expand", "d_conv"):
