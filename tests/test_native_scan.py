@@ -196,3 +196,25 @@ def test_a_planted_file_in_the_cache_is_never_loaded(monkeypatch, tmp_path, fres
     native.library.cache_clear()
     assert native.library() is not None
     assert kept.stat().st_ino != before and stat.S_IMODE(kept.stat().st_mode) == 0o644
+
+
+@needs_native
+@pytest.mark.parametrize("B, L, E, K", [(2, 1, 5, 4), (3, 11, 16, 4), (2, 7, 9, 2), (1, 3, 4, 6)])
+def test_native_conv_silu_equals_torch_conv_with_gradients(B, L, E, K):
+    """SiLU of the causal depthwise convolution, on a view with position stride 2E (the half of
+    in_proj's output it is given), against nn.Conv1d cropped to causal, in float64."""
+    g = torch.Generator().manual_seed(B * L + E * K)
+    both = torch.randn(B, L, 2 * E, dtype=torch.float64, generator=g)
+    conv = torch.nn.Conv1d(E, E, K, groups=E, padding=K - 1).double()
+    x64 = both.requires_grad_()
+    ref = F.silu(conv(x64[..., :E].transpose(1, 2))[..., :L].transpose(1, 2))
+    gout = torch.randn(ref.shape, dtype=torch.float64, generator=g)
+    want = torch.autograd.grad(ref, [x64, conv.weight, conv.bias], gout)
+    x32 = both.detach().float().requires_grad_()
+    w32, b32 = (p.detach().float().requires_grad_() for p in (conv.weight, conv.bias))
+    out = mm.NativeConvSiLU.apply(x32[..., :E], w32, b32)
+    got = torch.autograd.grad(out, [x32, w32, b32], gout.float())
+    torch.testing.assert_close(out.double(), ref.detach(), rtol=1e-5, atol=1e-6)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a.double(), b, rtol=1e-5, atol=1e-5)
+    assert float(got[0][..., E:].abs().max()) == 0.0  # the other half took no gradient

@@ -262,14 +262,17 @@ def chunked_scan(u, delta, A, B, C, chunk: int | None = None) -> torch.Tensor:
 
 
 def _ptr(t: torch.Tensor) -> ctypes.c_void_p:
+    """The address of `t`'s data for C. It does not keep `t` alive: the caller keeps every
+    tensor it passes bound to a name until the call has returned."""
     return ctypes.c_void_p(t.data_ptr())
 
 
 def _scan_library():
     lib = native.library()
     if lib is not None and not getattr(lib, "_typed", False):
-        for fn, n_ptr in ((lib.scan_forward, 10), (lib.scan_backward, 16)):
-            fn.argtypes = [ctypes.c_void_p] * n_ptr + [ctypes.c_int64] * 4
+        for fn, n_ptr, n_int in ((lib.scan_forward, 10, 4), (lib.scan_backward, 16, 4),
+                                 (lib.conv_silu_forward, 4, 5), (lib.conv_silu_backward, 8, 5)):
+            fn.argtypes = [ctypes.c_void_p] * n_ptr + [ctypes.c_int64] * n_int
             fn.restype = None
         lib._typed = True
     return lib
@@ -316,6 +319,43 @@ class NativeScan(torch.autograd.Function):
         _scan_library().scan_backward(*map(_ptr, (u, delta, AT, B, C, D, z, gout, gu, gdt, gAT, gB, gC, gD, gz, work)),
                                       Bt, L, E, N)
         return gu, gdt, gAT.t(), gB, gC, gD, gz
+
+
+class NativeConvSiLU(torch.autograd.Function):
+    """SiLU of Mamba's causal depthwise convolution, in C (`conv_silu_*` in selective_scan.c), on
+    the (B, L, E) layout the projections give: no transposes, no cropping, one pass each way (the
+    backward recomputes the convolution). x: (B, L, E) with contiguous channels (a view is fine);
+    weight: (E, 1, K); bias: (E) -> (B, L, E)."""
+
+    @staticmethod
+    def forward(x, weight, bias):
+        Bt, L, E = x.shape
+        K = weight.shape[-1]
+        if x.stride(2) != 1 or x.stride(0) != L * x.stride(1):
+            x = x.contiguous()
+        wT, bias = weight.reshape(E, K).t().contiguous(), bias.contiguous()
+        out = x.new_empty(Bt, L, E)
+        _scan_library().conv_silu_forward(*map(_ptr, (x, wT, bias, out)), Bt, L, E, K, x.stride(1))
+        return out
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x = inputs[0]
+        if x.stride(2) != 1 or x.stride(0) != x.shape[1] * x.stride(1):
+            x = x.contiguous()
+        ctx.save_for_backward(x, inputs[1], inputs[2])
+
+    @staticmethod
+    def backward(ctx, gout):
+        x, weight, bias = ctx.saved_tensors
+        Bt, L, E = x.shape
+        K = weight.shape[-1]
+        # every tensor the C code reads or writes is bound to a name until the call returns
+        wT, bias, gout = weight.reshape(E, K).t().contiguous(), bias.contiguous(), gout.contiguous()
+        gx, gwT, gbias, scratch = x.new_empty(Bt, L, E), x.new_zeros(K, E), x.new_zeros(E), x.new_empty(L * E)
+        _scan_library().conv_silu_backward(*map(_ptr, (x, wT, bias, gout, gx, gwT, gbias, scratch)),
+                                           Bt, L, E, K, x.stride(1))
+        return gx, gwT.t().reshape(E, 1, K), gbias
 
 
 def native_scan(u, delta, A, B, C, D, z) -> torch.Tensor:
@@ -378,12 +418,27 @@ class MambaMixer(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         L = h.shape[1]
         u, z = self.in_proj(h).chunk(2, -1)  # (B, L, E) each
-        u = F.silu(self.conv(u.transpose(1, 2))[..., :L].transpose(1, 2))
+        if self._which(u) == "native" and u.dtype == torch.float32 and L:  # the compiled conv, with the scan
+            u = NativeConvSiLU.apply(u, self.conv.weight, self.conv.bias)
+        else:
+            u = F.silu(self.conv(u.transpose(1, 2))[..., :L].transpose(1, 2))
         delta, B, C = self._ssm_inputs(u)
         # outside autocast, in the weights' dtype: a recurrence over L positions drifts in bf16
         with torch.autocast(u.device.type, enabled=False):
             y = self._scan(*(t.to(self.A_log.dtype) for t in (u, delta, B, C, z)))
         return self.out_proj(y)
+
+    def _which(self, u: torch.Tensor) -> str:
+        """The scan that runs on `u` (the CUDA kernel aside): the config's or `use_scan`'s, 'auto'
+        resolved (native for float32 on CPU where it compiled, else chunked; parallel on a GPU),
+        and 'fused' under vmap in place of the in-place scans."""
+        want = self.scan_impl or self.scan
+        if want == "auto":
+            cpu32 = not u.is_cuda and u.dtype == torch.float32
+            want = "parallel" if u.is_cuda else "native" if cpu32 and native_available() else "chunked"
+        if want in ("chunked", "native") and _under_vmap(u):
+            return "fused"  # same recurrence, written out-of-place for functorch
+        return want
 
     def _scan(self, u, delta, B, C, z) -> torch.Tensor:  # (B, L, E) each but B, C: (B, L, N)
         A = -torch.exp(self.A_log)  # (E, N)
@@ -393,13 +448,7 @@ class MambaMixer(nn.Module):
                            B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous(), self.D.float(),
                            z=z.transpose(1, 2).contiguous())
             return y.transpose(1, 2)
-        if want == "auto":
-            cpu32 = not u.is_cuda and u.dtype == torch.float32 and not _under_vmap(u)
-            scan = "parallel" if u.is_cuda else "native" if cpu32 and native_available() else "chunked"
-        else:
-            scan = want
-        if scan in ("chunked", "native") and _under_vmap(u):
-            scan = "fused"  # same recurrence, written out-of-place for functorch
+        scan = self._which(u)
         if scan == "native":
             return native_scan(u, delta, A, B, C, self.D, z)
         if scan == "chunked":

@@ -146,3 +146,72 @@ void scan_backward(const float *u, const float *dt, const float *AT, const float
         }
     }
 }
+
+/* Mamba's causal depthwise convolution of width K followed by SiLU, on (Bt, L, E) inputs whose
+ * channels are contiguous (x may be a view: position stride ldx, batch stride L * ldx):
+ *   c_t[e] = bias[e] + sum_k wT[k, e] x_{t - (K-1) + k}[e]   (x before position 0 is 0),
+ *   out_t = silu(c_t).
+ * wT is the weight transposed: (K, E). The backward recomputes c and writes gx (Bt, L, E), and
+ * accumulates gwT (K, E) and gbias (E) (the caller zeroes them). */
+void conv_silu_forward(const float *x, const float *wT, const float *bias, float *out,
+                       int64_t Bt, int64_t L, int64_t E, int64_t K, int64_t ldx) {
+    for (int64_t b = 0; b < Bt; b++) {
+        const float *xb = x + b * L * ldx;
+        for (int64_t t = 0; t < L; t++) {
+            float *ot = out + (b * L + t) * E;
+            memcpy(ot, bias, sizeof(float) * E);
+            for (int64_t k = 0; k < K; k++) {
+                int64_t src = t - (K - 1) + k;
+                if (src < 0) continue;
+                const float *xs = xb + src * ldx, *wk = wT + k * E;
+#pragma omp simd
+                for (int64_t e = 0; e < E; e++) ot[e] += wk[e] * xs[e];
+            }
+#pragma omp simd
+            for (int64_t e = 0; e < E; e++) ot[e] = ot[e] * sigmoid(ot[e]);
+        }
+    }
+}
+
+void conv_silu_backward(const float *x, const float *wT, const float *bias, const float *gout,
+                        float *gx, float *gwT, float *gbias, float *gc,
+                        int64_t Bt, int64_t L, int64_t E, int64_t K, int64_t ldx) {
+    /* gc: L * E floats of scratch (dLoss/dc of one sequence) */
+    for (int64_t b = 0; b < Bt; b++) {
+        const float *xb = x + b * L * ldx;
+        for (int64_t t = 0; t < L; t++) {  /* dLoss/dc_t = gout_t * silu'(c_t) */
+            float *gt = gc + t * E;
+            const float *got = gout + (b * L + t) * E;
+            memcpy(gt, bias, sizeof(float) * E);
+            for (int64_t k = 0; k < K; k++) {
+                int64_t src = t - (K - 1) + k;
+                if (src < 0) continue;
+                const float *xs = xb + src * ldx, *wk = wT + k * E;
+#pragma omp simd
+                for (int64_t e = 0; e < E; e++) gt[e] += wk[e] * xs[e];
+            }
+#pragma omp simd
+            for (int64_t e = 0; e < E; e++) {
+                float c = gt[e], sg = sigmoid(c);
+                gt[e] = got[e] * sg * (1.0f + c * (1.0f - sg));
+                gbias[e] += gt[e];
+            }
+        }
+        for (int64_t s = 0; s < L; s++) {  /* x_s feeds c_{s + (K-1) - k} through wT[k] */
+            float *gxs = gx + (b * L + s) * E;
+            const float *xs = xb + s * ldx;
+            memset(gxs, 0, sizeof(float) * E);
+            for (int64_t k = 0; k < K; k++) {
+                int64_t t = s + (K - 1) - k;
+                if (t >= L) continue;
+                const float *gt = gc + t * E, *wk = wT + k * E;
+                float *gwk = gwT + k * E;
+#pragma omp simd
+                for (int64_t e = 0; e < E; e++) {
+                    gxs[e] += wk[e] * gt[e];
+                    gwk[e] += gt[e] * xs[e];
+                }
+            }
+        }
+    }
+}
