@@ -1,8 +1,9 @@
-"""The chunked selective scan against the fused sequential loop it replaced as the CPU default,
-side by side: the per-step time of paper A's Mamba-64 and Mamba-256 (one layer, as the presets
-build them) on index lookup at N = 200 and 400, plus LSTM-64 at N = 400 as a control that
-nothing here touches. One training step = forward, backward and a fused AdamW step on a batch
-of 64, as the engine trains (readout pruned, denormals flushed).
+"""The compiled selective scan (models/selective_scan.c, 'native') against the chunked PyTorch
+scan it replaced as the CPU default, side by side: the per-step time of paper A's Mamba-64 and
+Mamba-256 (one layer, as the presets build them) on index lookup at N = 200 and 400, plus
+LSTM-64 at N = 400 as a control that nothing here touches. One training step = forward,
+backward and a fused AdamW step on a batch of 64, as the engine trains (readout pruned,
+denormals flushed). (`benchmarks/speed.py` also has the fused sequential loop of before both.)
 
     python benchmarks/scan.py [--Ns 200 400] [--steps 5] [--warmup 2] [--threads 1]
 
@@ -12,20 +13,12 @@ work slows both alike. The table gives the median step of each and the ratio of 
 times over the same batches (above 1: the new scan is faster). For the LSTM both columns are
 the same model: its ratio shows the noise of the method.
 
-Measured on the project's shared 2-core CPU (torch 2.13, 1 thread, load average ~3 from other
-work, median of 5 steps; ratio of summed times over the same batches):
-
-    model         N  scan before       ms  scan after       ms  ratio
-    Mamba-64    200        fused    224.5     chunked    202.1  1.40x
-    Mamba-64    400        fused    493.5     chunked    234.4  1.47x
-    Mamba-256   200        fused   1340.1     chunked   1097.0  1.50x
-    Mamba-256   400        fused   1989.0     chunked   1575.3  1.43x
-    LSTM-64     400            -     49.1           -     46.8  1.07x
-
-The issue's 3x is not reached: the scan is bound by its (B, L, E, N) volume (about 20 passes of
-elementwise work over it per step, forward and backward), not by the number of ops, and a
-Mamba-64 step at L = 375 spends about 0.35 s outside the scan (projections, conv, gating on
-(B, L, E) tensors). Chunks of 2-4 positions beat 8-16 (cache); see MAX_CHUNK in models/mamba.py.
+Measured in benchmarks/speed.py's run on the idle 2-core Intel Xeon (torch 2.13, 1 thread):
+Mamba-64 158 -> 58 ms at N = 200 and 323 -> 119 ms at N = 400 (2.7x), Mamba-256 809 -> 331 and
+1721 -> 669 ms (2.4-2.6x). The chunked scan was bound by ~20 elementwise passes over its
+(B, L, E, N) volume per step; the compiled one makes one pass each way (the backward recomputes
+the states of one sequence at a time) with the state in cache, and fuses the convolution, skip
+and gate, whose (B, L, E) passes and transposes were most of the rest of a step.
 """
 from __future__ import annotations
 
@@ -57,8 +50,8 @@ def cells(Ns: list[int]):
 
 def measure(cfg, steps: int, warmup: int) -> tuple[list[float], list[float]]:
     """Seconds per training step of the timed steps: (before, after)."""
-    # the CPU default before the chunked scan: the fused sequential loop
-    return time_before_after(cfg, lambda m: use_scan(m, "fused") if cfg.arch == "mamba" else m, steps, warmup)
+    # the CPU default before the compiled scan: the chunked one
+    return time_before_after(cfg, lambda m: use_scan(m, "chunked") if cfg.arch == "mamba" else m, steps, warmup)
 
 
 def main() -> None:
@@ -77,8 +70,8 @@ def main() -> None:
             b, f = measure(cfg, a.steps, a.warmup)
             mamba = cfg.arch == "mamba"
             label = cfg.model_config().short_name()
-            print(f"{label:<10} {cfg.task_params['N']:>4} {'fused' if mamba else '-':>12} "
-                  f"{1e3 * statistics.median(b):>8.1f} {'chunked' if mamba else '-':>11} "
+            print(f"{label:<10} {cfg.task_params['N']:>4} {'chunked' if mamba else '-':>12} "
+                  f"{1e3 * statistics.median(b):>8.1f} {'native' if mamba else '-':>11} "
                   f"{1e3 * statistics.median(f):>8.1f} {sum(b) / sum(f):>5.2f}x", flush=True)
 
 

@@ -1,6 +1,7 @@
 """Paper A's per-step speed before and after the speed issue, side by side in one run: the
 explicit attention and the fused sequential scan (the CPU defaults before it) against fused
-attention (SDPA) and the chunked scan (the defaults now), on the cells the issue names:
+attention (SDPA) and the compiled scan (the defaults now; Mamba also shows the chunked PyTorch
+scan between the two), on the cells the issue names:
 TF-(1,64) and TF-(2,64) on bounded Dyck, Mamba-64 and Mamba-256 on index lookup, at N = 200
 and 400, and LSTM-64 on index lookup at N = 400 (nothing touches it: its ratio is the noise).
 
