@@ -218,3 +218,14 @@ def test_native_conv_silu_equals_torch_conv_with_gradients(B, L, E, K):
     for a, b in zip(got, want):
         torch.testing.assert_close(a.double(), b, rtol=1e-5, atol=1e-5)
     assert float(got[0][..., E:].abs().max()) == 0.0  # the other half took no gradient
+
+
+def test_auto_on_the_meta_device_takes_a_pytorch_scan():
+    """The planner's memory estimate runs models on the meta device, where a tensor has no
+    memory for C to read: 'auto' must not take the compiled scan or conv there."""
+    with torch.device("meta"):
+        model = make_model_config("mamba", layers=2, width=8, d_state=4).build(VECTORS)
+        y = model(torch.zeros(3, 9, 3))
+    assert y.shape == (3, 9, 1) and y.device.type == "meta"
+    with pytest.raises(ArchsepError, match="float32 CPU"):
+        native_scan(*[t.float().to("meta") for t in inputs(1, 3, 2, 2)])

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Literal
 
@@ -363,7 +364,7 @@ def native_scan(u, delta, A, B, C, D, z) -> torch.Tensor:
     where `native_available()`."""
     check(native_available(), "scan", f"'native' needs the compiled scan, which is not available here "
                                       f"({native.why_not()}); use 'chunked'")
-    check(all(t.dtype == torch.float32 and not t.is_cuda for t in (u, delta, A, B, C, D, z)), "scan",
+    check(all(t.dtype == torch.float32 and t.device.type == "cpu" for t in (u, delta, A, B, C, D, z)), "scan",
           f"'native' takes float32 CPU tensors, got {u.dtype} on {u.device}")
     if u.shape[1] == 0:
         return u * 0
@@ -418,13 +419,14 @@ class MambaMixer(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         L = h.shape[1]
         u, z = self.in_proj(h).chunk(2, -1)  # (B, L, E) each
-        if self._which(u) == "native" and u.dtype == torch.float32 and L:  # the compiled conv, with the scan
+        if self._which(u) == "native" and u.dtype == torch.float32 and u.device.type == "cpu" and L:  # compiled conv
             u = NativeConvSiLU.apply(u, self.conv.weight, self.conv.bias)
         else:
             u = F.silu(self.conv(u.transpose(1, 2))[..., :L].transpose(1, 2))
         delta, B, C = self._ssm_inputs(u)
         # outside autocast, in the weights' dtype: a recurrence over L positions drifts in bf16
-        with torch.autocast(u.device.type, enabled=False):
+        off = torch.autocast(u.device.type, enabled=False) if u.device.type in ("cpu", "cuda") else nullcontext()
+        with off:  # (the meta device, on which the planner sizes a step's memory, has no autocast)
             y = self._scan(*(t.to(self.A_log.dtype) for t in (u, delta, B, C, z)))
         return self.out_proj(y)
 
@@ -434,7 +436,7 @@ class MambaMixer(nn.Module):
         and 'fused' under vmap in place of the in-place scans."""
         want = self.scan_impl or self.scan
         if want == "auto":
-            cpu32 = not u.is_cuda and u.dtype == torch.float32
+            cpu32 = u.device.type == "cpu" and u.dtype == torch.float32  # not meta: C needs real memory
             want = "parallel" if u.is_cuda else "native" if cpu32 and native_available() else "chunked"
         if want in ("chunked", "native") and _under_vmap(u):
             return "fused"  # same recurrence, written out-of-place for functorch
