@@ -390,3 +390,38 @@ def test_a_dyck_cell_reports_its_accuracy_on_the_type_swaps_a_depth_counter_acce
     assert abs(r.extra["tests"]["type-swaps"] - want) < 1e-9
     assert cell_record(cell, [r])["extra_acc"] == {"type-swaps": 1 - r.extra["tests"]["type-swaps"]}
     assert TASKS.get("index-lookup")(N=5).extra_tests(10, torch.Generator()) == {}  # the default: none
+
+
+def test_nn_cpu_is_one_protocol_with_one_curriculum_and_its_claims_can_fail():
+    exp = PRESETS.get("nn-fig")()
+    s = exp.cpu
+    assert s.unequal() == [] and s.seeds >= 3 and len(s.lrs) >= 2 and s.curriculum
+    # every arm of a length gets the same curriculum: the stages shorter than N, then N
+    by_N: dict = {}
+    for c in exp.plan("cpu", "cpu"):
+        by_N.setdefault(c.task_params["N"], set()).add(c.train.curriculum)
+    assert by_N == {20: {()}, 80: {((20, 4000), (40, 500))}}
+    seeds: dict = {}
+
+    def claims(acc: dict) -> list:
+        def of(label, N):
+            k = seeds[(label, N)] = seeds.get((label, N), -1) + 1
+            default = 0.99 if N == 20 or label == "TF-(2,64)" else 0.6
+            return min(1.0, acc.get((label, N), default) + 0.002 * (k % 3 - 1))
+        seeds.clear()
+        return exp.analyze(_fake_size_results(exp, "cpu", of), "cpu").claims
+
+    good = claims({})
+    assert all(c.held for c in good), [c.text for c in good if not c.held]
+    assert {c.kind for c in good} == {"control", "baseline", "ordering"} and len(good) == 3 + 1 + 2
+    # a recurrent arm level with the Transformer at N = 80: not below it
+    [o] = [c for c in claims({("Mamba-64", 80): 0.99}) if c.kind == "ordering" and "Mamba-64" in c.values]
+    assert o.held is False
+    # one that never learned at N = 20: no verdict
+    [o] = [c for c in claims({("LSTM-64", 20): 0.6}) if c.kind == "ordering" and "LSTM-64" in c.values]
+    assert o.held is None and "did not train" in o.text
+    # a Transformer on the labelled-majority plateau (the former protocol's result) does not beat it
+    base = next(b for b in exp.analyze(_fake_size_results(exp, "cpu", lambda lab, N: 0.9), "cpu").data["baselines"]
+                if b["N"] == 80)["best_acc"]
+    [b] = [c for c in claims({("TF-(2,64)", 80): base}) if c.kind == "baseline"]
+    assert b.held is False

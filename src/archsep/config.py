@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import math
 import typing
@@ -24,7 +25,8 @@ BAND = 0.5  # TrainConfig.progressive_band's default
 _LATER_TRAIN_FIELDS = {"keep_best": False, "test_size": 0, "train_set_size": 0, "probe": False,
                        "heldout": "training", "precision": "fp32",
                        "progressive_band": BAND, "eval_early": False,
-                       "patience": 0, "halving_lrs": (), "halving_rungs": (), "eval_lengths": ()}
+                       "patience": 0, "halving_lrs": (), "halving_rungs": (), "eval_lengths": (),
+                       "curriculum": ()}
 # seed roles of the sets a run draws: with a test set, the held-out set is its validation set
 HELD_OUT_ROLE, VALIDATION_ROLE, TEST_ROLE = "test", "validation", "size-test"
 EXTRA_TEST_ROLE = "extra-test"  # a task's extra test sets (Task.extra_tests), e.g. Dyck's type swaps
@@ -97,6 +99,12 @@ class TrainConfig:
     # model is the one trained, built for the task's own N: lengths past its learned positions
     # are refused (RunConfig). Increasing lengths >= 1
     eval_lengths: tuple[int, ...] = ()
+    # a length curriculum (empty: off): ((n_1, steps_1), (n_2, steps_2), ...) trains the first
+    # steps_1 steps on the task at length n_1 (`Task.at_length`: its training distribution there),
+    # the next steps_2 at n_2, and so on, and the rest of the budget at the task's own N. The
+    # held-out and test sets stay at N, and the budget counts every step. Lengths the trained
+    # model cannot read are refused (RunConfig), as for eval_lengths
+    curriculum: tuple[tuple[int, int], ...] = ()
     device: str = "auto"
 
     def __post_init__(self) -> None:
@@ -144,7 +152,20 @@ class TrainConfig:
         check(all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in lengths)
               and list(lengths) == sorted(set(lengths)), "eval_lengths",
               f"must be increasing integer lengths >= 1, got {list(lengths)}")
+        stages = self.curriculum
+        ok = isinstance(stages, (list, tuple)) and all(
+            isinstance(st, (list, tuple)) and len(st) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in st) for st in stages)
+        check(ok, "curriculum", f"must be a list of [length, steps] pairs of integers >= 1, got {stages!r}")
+        object.__setattr__(self, "curriculum", tuple(tuple(st) for st in stages))  # lists and tuples: one run id
+        check(not self.curriculum or self.train_set_size == 0, "curriculum",
+              f"draws fresh batches at each stage's length; it cannot replay a fixed training set "
+              f"(train_set_size = {self.train_set_size})")
         resolve_device(self.device)
+
+    def stage_ends(self) -> tuple[int, ...]:
+        """The step after which each curriculum stage ends (its steps summed)."""
+        return tuple(itertools.accumulate(steps for _, steps in self.curriculum))
 
     def rung_steps(self) -> tuple[int, ...]:
         """The steps of the halving rungs: each fraction of the step budget, rounded down to an
@@ -218,6 +239,8 @@ class RunConfig:
               "variable lengths (set task_params.train_lengths = 'fixed')")
         if self.train.eval_lengths:
             self.length_tasks(task)
+        if self.train.curriculum:
+            self.curriculum_tasks(task)
 
     def length_tasks(self, task: Task | None = None) -> dict[int, Task]:
         """{n: the task at length n} for each of `train.eval_lengths`, each checked against the
@@ -225,12 +248,19 @@ class RunConfig:
         (`Task.at_length`), its inputs there are ids the model embeds (or vectors of its
         width) with the same targets, and the model reads that many positions
         (`ModelConfig.max_length`). Anything else is an ArchsepError naming the field."""
-        task = task or self.build_task()
+        return self._at_lengths(task or self.build_task(), self.train.eval_lengths, "train.eval_lengths")
+
+    def curriculum_tasks(self, task: Task | None = None) -> list[tuple[int, Task]]:
+        """[(the step after which the stage ends, the task at its length)] for each stage of
+        `train.curriculum`, each length checked as `length_tasks` checks its lengths."""
+        at = self._at_lengths(task or self.build_task(), [n for n, _ in self.train.curriculum], "train.curriculum")
+        return [(end, at[n]) for end, (n, _) in zip(self.train.stage_ends(), self.train.curriculum)]
+
+    def _at_lengths(self, task: Task, lengths, where: str) -> dict[int, Task]:
         spec, model = task.spec, self.model_config()
         limit = model.max_length(spec)
-        where = "train.eval_lengths"
         out = {}
-        for n in self.train.eval_lengths:
+        for n in lengths:
             try:
                 at = task.at_length(n)
             except ArchsepError as e:
@@ -244,7 +274,7 @@ class RunConfig:
                 check(s.input_dim <= spec.input_dim, where,
                       f"task '{self.task}' at length {n} uses {s.input_dim} token ids, but the model is built for "
                       f"its N with {spec.input_dim} (the extra ids, e.g. index-lookup's query tokens past N, have "
-                      "no embedding); evaluate at lengths whose inputs the trained model can embed")
+                      "no embedding); use lengths whose inputs the trained model can embed")
             else:
                 check(s.input_dim == spec.input_dim, where,
                       f"task '{self.task}' at length {n} has inputs of width {s.input_dim}, the model reads "

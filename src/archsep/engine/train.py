@@ -107,7 +107,9 @@ def _error(cfg: RunConfig) -> RunResult:
 
 class Stream:
     """A run's training data: fresh batches from its own generator, or (train_set_size > 0) a
-    fixed set drawn once from it and replayed in reshuffled epochs."""
+    fixed set drawn once from it and replayed in reshuffled epochs. With a length curriculum
+    (`train.curriculum`) the first stages' batches come from the task at their lengths, from the
+    same generator; then the task's own."""
 
     def __init__(self, cfg: RunConfig, task: Task, device: torch.device):
         self.task, self.bs = task, cfg.train.batch_size
@@ -115,8 +117,15 @@ class Stream:
         n = cfg.train.train_set_size
         self.pool = task.sample(n, self.gen) if n else None
         self.order, self.pos = torch.empty(0, dtype=torch.long), 0
+        self.stages = cfg.curriculum_tasks(task) if cfg.train.curriculum else []  # [(last step, task)]
+        self.step = 0
 
     def next(self) -> Batch:
+        self.step += 1
+        while self.stages and self.step > self.stages[0][0]:
+            self.stages.pop(0)
+        if self.stages:
+            return self.stages[0][1].sample(self.bs, self.gen)
         if self.pool is None:
             return self.task.sample(self.bs, self.gen)
         if self.pos + self.bs > len(self.order):  # a new epoch

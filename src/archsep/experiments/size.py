@@ -78,6 +78,13 @@ class SizeScale:
     # budget (empty, or a one-lr grid: off)
     patience: int = 0
     halving: tuple[float, ...] = ()
+    # a length curriculum for every arm (TrainConfig.curriculum): ((n, steps), ...); a cell at
+    # length N trains the stages with n < N first, then the rest of its budget at N
+    curriculum: tuple[tuple[int, int], ...] = ()
+
+    def stages(self, N: int) -> tuple[tuple[int, int], ...]:
+        """The curriculum of a cell at length N: the stages shorter than N."""
+        return tuple(st for st in self.curriculum if st[0] < N)
 
     def unequal(self) -> list[str]:
         """Where this scale's architectures are not trained alike (a step budget, a learning-rate
@@ -90,10 +97,11 @@ class SizeScale:
         return out
 
 
-def tf(layers: int, widths: tuple[int, ...] = (64,), heads: int | None = None, **only) -> SizeArch:
+def tf(layers: int, widths: tuple[int, ...] = (64,), heads: int | None = None, positions: str = "learned",
+       **only) -> SizeArch:
     # default: 4 heads of width 16 at width 64 (fewer for narrow models); learned positions, causal
     extra = {} if heads is None else {"heads": heads}
-    return SizeArch(f"TF-{layers}", "tf-preln", {"layers": layers, "positions": "learned", "causal": True, **extra},
+    return SizeArch(f"TF-{layers}", "tf-preln", {"layers": layers, "positions": positions, "causal": True, **extra},
                     widths, **only)
 
 
@@ -140,7 +148,7 @@ def cell_runs(task: str, arch: SizeArch, width: int, N: int, seed: int, s: SizeS
                            threshold=1 - TARGET + 1e-12, eval_every=s.eval_every, eval_size=s.val_size,
                            eval_mode="every", keep_best=True, test_size=s.test_size, device=device,
                            patience=s.patience, halving_lrs=tuple(lrs) if race else (),
-                           halving_rungs=s.halving if race else ())
+                           halving_rungs=s.halving if race else (), curriculum=s.stages(N))
 
     return tuple(RunConfig(task, arch.arch, {**task_params, "N": N}, arch.model_params(width), train(lr), seed, label)
                  for lr in lrs)
