@@ -2,7 +2,8 @@
 Mamba-style-64 over lengths N. The queries' labels are those of their nearest labelled point;
 a two-layer Transformer does this with a width independent of N (the construction in
 `constructions/nearest.py`), while a recurrent model must carry the labelled points in its
-state, which grows with N."""
+state, which grows with N: a separation is predicted only where the state is too small to hold
+the labelled half (N/2 points of d + 1 numbers)."""
 from __future__ import annotations
 
 from ...results import Claim
@@ -47,10 +48,32 @@ class NearestNeighbourFig(SizeExperiment):
         """Each arm's positive control at the shortest length; at the longest, TF-(2,64) above the
         best trivial baseline (the labelled half's majority label) and each recurrent arm below
         TF-(2,64) (intervals over seeds). A recurrent arm that did not learn at the shortest
-        length gets no verdict: falling short at the longest would say nothing about N."""
+        length gets no verdict (falling short at the longest would say nothing about N), and so
+        does one whose state can hold the whole labelled half at the longest length: Theorem 7's
+        bound needs the state to be too small for it, so no separation is predicted there."""
         lo, hi = min(s.Ns), max(s.Ns)
         controls = {lab: self.control(lab, lo) for lab in ("TF-(2,64)", *self.recurrent)}
         out = list(controls.values())
         out.append(self.beats_baseline("TF-(2,64)", hi, controls["TF-(2,64)"]))
-        out += [self.below(lab, "TF-(2,64)", hi, controls[lab]) for lab in self.recurrent]
+        for lab in self.recurrent:
+            claim = self.below(lab, "TF-(2,64)", hi, controls[lab])
+            state, need = self._state(s, lab, hi)
+            if claim.held is not None and state is not None and state >= need:
+                claim = Claim("ordering", f"no verdict: {lab}'s state ({state} floats) can hold the labelled half at "
+                              f"N={hi} ({need} numbers), so Theorem 7 predicts no separation at this length; "
+                              f"{claim.text}", None, {**claim.values, "state": state, "labelled_half": need})
+            out.append(claim)
         return out
+
+    def _state(self, s: SizeScale, label: str, N: int) -> tuple[int | None, int]:
+        """(the floats `label`'s model carries between positions at N, the numbers of the labelled
+        half: N/2 points of d coordinates and a label each)."""
+        import torch
+
+        cell = next((c for c in self.planned_cells(self.scale_name(s)) if c.label == label and c.N == N), None)
+        if cell is None:
+            return None, 0
+        task = cell.runs[0].build_task()
+        with torch.device("meta"):
+            model = cell.runs[0].model_config().build(task.spec)
+        return model.state_size(task.spec.seq_len), task.m * (task.d + 1)
