@@ -76,4 +76,5 @@ class NearestNeighbourFig(SizeExperiment):
         task = cell.runs[0].build_task()
         with torch.device("meta"):
             model = cell.runs[0].model_config().build(task.spec)
-        return model.state_size(task.spec.seq_len), task.m * (task.d + 1)
+        m, d = getattr(task, "m"), getattr(task, "d")  # a NearestNeighbour task
+        return model.state_size(task.spec.seq_len), m * (d + 1)
