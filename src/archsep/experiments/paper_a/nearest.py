@@ -7,6 +7,7 @@ the labelled half (N/2 points of d + 1 numbers)."""
 from __future__ import annotations
 
 from ...results import Claim
+from ...tasks.nearest_neighbour import NearestNeighbour
 from ..base import EXPERIMENTS
 from ..size import SizeExperiment, SizeScale, lstm, mamba, pct, tf
 
@@ -76,5 +77,5 @@ class NearestNeighbourFig(SizeExperiment):
         task = cell.runs[0].build_task()
         with torch.device("meta"):
             model = cell.runs[0].model_config().build(task.spec)
-        m, d = getattr(task, "m"), getattr(task, "d")  # a NearestNeighbour task
-        return model.state_size(task.spec.seq_len), m * (d + 1)
+        assert isinstance(task, NearestNeighbour)
+        return model.state_size(task.spec.seq_len), task.m * (task.d + 1)
