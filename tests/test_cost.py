@@ -176,3 +176,40 @@ def test_the_progress_bar_reaches_its_end_and_counts_runs(tmp_path, capsys, monk
     run_configs(cfgs, out_dir=tmp_path / "o", workers=1, progress=True)
     err = capsys.readouterr().err
     assert "100%" in err and "2/2 runs" in err
+
+
+def test_a_curriculum_is_priced_stage_by_stage(monkeypatch):
+    """Each stage's steps cost its own shape's step (the task at the stage's length), the rest
+    the run's; the evaluations stay at the run's own length; the estimate times the stages."""
+    from archsep import RunConfig, TrainConfig
+
+    model = {"layers": 1, "width": 16, "heads": 2, "positions": "sinusoidal"}
+    c = RunConfig("nearest-neighbour", "tf-preln", {"N": 16}, model,
+                  TrainConfig(lr=1e-3, batch_size=8, budget=8 * 100, eval_every=50, eval_mode="every",
+                              curriculum=((4, 30), (8, 20))))
+    s4, s8 = cost.stage_configs(c)
+    assert (s4.task_params["N"], s8.task_params["N"], s4.train.curriculum) == (4, 8, ())
+    fake = {cost.cost_key(s4): cost.StepCost(1.0, 0.0, 10.0, 1), cost.cost_key(s8): cost.StepCost(2.0, 0.0, 20.0, 1),
+            cost.cost_key(c): cost.StepCost(4.0, 0.5, 40.0, 1)}
+    monkeypatch.setattr(cost, "_TRAIN", fake)
+    cpu, _ = cost.run_seconds(c, 100)
+    _, examples = cost.evaluations(c, 100)
+    assert cpu == 30 * 1.0 + 20 * 2.0 + 50 * 4.0 + examples / cost.CHUNK * 0.5
+    # a run stopped inside the first stage pays only for it
+    assert cost.run_seconds(c, 10)[0] == 10 * 1.0 + cost.evaluations(c, 10)[1] / cost.CHUNK * 0.5
+
+
+def test_the_gpu_estimate_saves_launches_only_for_models_the_engine_stacks(monkeypatch, tmp_path):
+    """Seeds of a stackable model share their launches on a GPU; an LSTM's or Mamba's never stack
+    (SeqModel.stackable), so each pays its own (the estimate read the config, which has no such
+    attribute, and credited them)."""
+    from archsep import RunConfig, TrainConfig
+
+    monkeypatch.setenv("ARCHSEP_CACHE_DIR", str(tmp_path))
+    t = TrainConfig(lr=1e-3, batch_size=8, budget=8 * 50, eval_every=50, eval_mode="every")
+    for arch, params, stacks in (("lstm", {"hidden": 8}, False), ("mamba", {"layers": 1, "width": 8}, False),
+                                 ("tf-preln", {"layers": 1, "width": 8, "heads": 1}, True)):
+        runs = [RunConfig("dyck", arch, {"N": 6}, params, t, seed=s) for s in range(3)]  # one shape: seeds stack
+        est = cost.estimate(runs, 1)
+        alone = sum(cost.run_seconds(c, cost.planned_steps(c))[1] for c in runs)
+        assert (est["gpu_s"] < alone * 0.99) == stacks, arch

@@ -44,7 +44,8 @@ from ..config import RunConfig
 from ..fileio import cache_root
 from .evaluation import CHUNK, LOOKS
 from ..plugins import activate, payload
-from .planning import group_key, longest_step_flops, plan_batches, record_count, step_flops, step_ops
+from .planning import (group_key, longest_step_flops, model_stackable, plan_batches, record_count, step_flops,
+                       step_ops)
 
 # one H100 running PyTorch eagerly: ~8 us of launch and dispatch per operator; small models are
 # launch-bound. 1e14 FLOP/s sustained: well under the TF32/bf16 peak, as small matmuls get.
@@ -437,15 +438,41 @@ def planned_steps(cfg: RunConfig) -> int:
     return round((total + racing * (steps - prev)) / n)
 
 
+def stage_configs(cfg: RunConfig) -> list[RunConfig]:
+    """The shapes a run's length curriculum trains at (`train.curriculum`): the run at each
+    stage's length, without a curriculum; priced as their own shapes (empty without one)."""
+    out = []
+    for n, _ in cfg.train.curriculum:
+        train = dataclasses.replace(cfg.train, curriculum=())
+        out.append(dataclasses.replace(cfg, task_params={**cfg.task_params, "N": n}, train=train))
+    return out
+
+
+def _split(cfg: RunConfig, steps: int) -> list[tuple[RunConfig, int]]:
+    """`steps` of the run by the shape that trains them: its curriculum's stages first, then itself."""
+    out, left = [], steps
+    for stage, (_, n_steps) in zip(stage_configs(cfg), cfg.train.curriculum):
+        k = min(left, n_steps)
+        out.append((stage, k))
+        left -= k
+    return out + [(cfg, left)]
+
+
+def _train_cost(c: RunConfig) -> StepCost:
+    return _TRAIN.get(cost_key(c)) or _STEPS.get(cost_key(c)) or step_cost(c)
+
+
 def run_seconds(cfg: RunConfig, steps: int) -> tuple[float, float]:
-    """(CPU seconds on one thread, modelled GPU seconds) of one run of `steps` steps."""
-    sc = _TRAIN.get(cost_key(cfg)) or _STEPS.get(cost_key(cfg)) or step_cost(cfg)
+    """(CPU seconds on one thread, modelled GPU seconds) of one run of `steps` steps (a length
+    curriculum's stages each at their own shape's cost; evaluations at the run's own)."""
+    sc = _train_cost(cfg)
     _, examples = evaluations(cfg, steps)
-    cpu = steps * sc.cpu_s + examples / CHUNK * sc.eval_s
+    parts = [(_train_cost(c), k) for c, k in _split(cfg, steps)]
+    cpu = sum(k * p.cpu_s for p, k in parts) + examples / CHUNK * sc.eval_s
     # evaluation on a GPU: forward only (~1/3 of a step's FLOPs and operators), CHUNK at a time
     eval_gpu = examples / CHUNK * (sc.ops / 3 * GPU["op_s"]
                                    + sc.flops / 3 * CHUNK / cfg.train.batch_size / GPU["flops"])
-    gpu = steps * (sc.ops * GPU["op_s"] + sc.flops / GPU["flops"]) + eval_gpu
+    gpu = sum(k * (p.ops * GPU["op_s"] + p.flops / GPU["flops"]) for p, k in parts) + eval_gpu
     return cpu, gpu
 
 
@@ -459,7 +486,7 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
     run_s: dict[str, tuple[float, float]] = {}
     t0 = time.perf_counter()
     todo_cfgs = [c for c in configs if c.run_id not in finished]
-    costs = step_costs(todo_cfgs, workers=workers) or {}
+    costs = step_costs(todo_cfgs + [st for c in todo_cfgs for st in stage_configs(c)], workers=workers) or {}
     how = {k: _HOW.get(k, "timed") for k in costs}
     for c in configs:
         label = c.arm
@@ -474,7 +501,7 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
         cpu, gpu = run_seconds(c, steps)
         run_s[c.run_id] = (cpu, gpu)
         a.steps += steps
-        a.train_flops += steps * estimated_flops(c)
+        a.train_flops += sum(k * estimated_flops(st) for st, k in _split(c, steps))
         a.cpu_s += cpu
         a.gpu_s += gpu
         a.step_flops.append(estimated_flops(c))
@@ -490,11 +517,11 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
         gpu_batches[group_key(c)].append(c)
     gpu_wall = 0.0
     for g in gpu_batches.values():
-        sc = _STEPS.get(cost_key(g[0])) or step_cost(g[0])
         per_run = [run_s[c.run_id][1] for c in g]
-        launch_share = (len(g) - 1) * (g[0].train.budget // g[0].train.batch_size) * sc.ops * GPU["op_s"]
-        stackable = getattr(g[0].model_config(), "stackable", True)
-        gpu_wall += sum(per_run) - (launch_share if stackable else 0.0)
+        # a stack launches each operator once for all its runs: every run's launches but one are saved
+        launches = [sum(k * _train_cost(st).ops * GPU["op_s"] for st, k in _split(c, planned_steps(c))) for c in g]
+        saved = sum(launches) - max(launches) if model_stackable(g[0]) else 0.0
+        gpu_wall += sum(per_run) - saved
     return {"archs": list(by_label.values()), "runs": len(configs), "to_run": len(todo), "batches": len(batches),
             "cpu_core_s": sum(a.cpu_s for a in by_label.values()), "cpu_wall_s": max(loads) if batches else 0.0,
             "workers": max(1, workers), "gpu_s": max(gpu_wall, 0.0), "measure_s": measure_s,

@@ -116,17 +116,23 @@ def _count_step(cfg: RunConfig, longest: bool = False) -> tuple[float, int]:
     return float(fc.get_total_flops()), ops.n
 
 
+def model_stackable(cfg: RunConfig) -> bool:
+    """Whether the engine ever stacks this config's model (`SeqModel.stackable`: a property of
+    the built model, not of its config), asked once per model."""
+    key = json.dumps([cfg.arch, cfg.model_params], sort_keys=True, default=str)  # a property of the model alone
+    if key not in _STACKABLE:
+        with torch.device("meta"):
+            _STACKABLE[key] = bool(getattr(cfg.model_config().build(cfg.build_task().spec), "stackable", True))
+    return _STACKABLE[key]
+
+
 def worth_stacking(cfg: RunConfig, flops: Callable[[RunConfig], float] = step_flops) -> bool:
     """Stacking removes per-step overhead: it pays for models whose step is small (on a CPU;
     on a GPU, whose cores small models leave idle, for every stackable model), and never for
     models whose fused library kernels vmap would replace by a loop (`SeqModel.stackable`)."""
     from ..config import resolve_device
 
-    key = json.dumps([cfg.arch, cfg.model_params], sort_keys=True, default=str)  # a property of the model alone
-    if key not in _STACKABLE:
-        with torch.device("meta"):
-            _STACKABLE[key] = bool(getattr(cfg.model_config().build(cfg.build_task().spec), "stackable", True))
-    if not _STACKABLE[key]:
+    if not model_stackable(cfg):
         return False
     return resolve_device(cfg.train.device).type == "cuda" or flops(cfg) < STACK_MAX_FLOPS
 
