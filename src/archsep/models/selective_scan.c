@@ -153,20 +153,25 @@ void scan_backward(const float *u, const float *dt, const float *AT, const float
  *   out_t = silu(c_t).
  * wT is the weight transposed: (K, E). The backward recomputes c and writes gx (Bt, L, E), and
  * accumulates gwT (K, E) and gbias (E) (the caller zeroes them). */
+static void conv_at(float *restrict c, const float *xb, const float *wT, const float *bias,
+                    int64_t t, int64_t E, int64_t K, int64_t ldx) {
+    /* c = c_t of one sequence (xb: its first position) */
+    memcpy(c, bias, sizeof(float) * E);
+    for (int64_t k = 0; k < K; k++) {
+        int64_t src = t - (K - 1) + k;
+        if (src < 0) continue;
+        const float *xs = xb + src * ldx, *wk = wT + k * E;
+#pragma omp simd
+        for (int64_t e = 0; e < E; e++) c[e] += wk[e] * xs[e];
+    }
+}
+
 void conv_silu_forward(const float *x, const float *wT, const float *bias, float *out,
                        int64_t Bt, int64_t L, int64_t E, int64_t K, int64_t ldx) {
     for (int64_t b = 0; b < Bt; b++) {
-        const float *xb = x + b * L * ldx;
         for (int64_t t = 0; t < L; t++) {
             float *ot = out + (b * L + t) * E;
-            memcpy(ot, bias, sizeof(float) * E);
-            for (int64_t k = 0; k < K; k++) {
-                int64_t src = t - (K - 1) + k;
-                if (src < 0) continue;
-                const float *xs = xb + src * ldx, *wk = wT + k * E;
-#pragma omp simd
-                for (int64_t e = 0; e < E; e++) ot[e] += wk[e] * xs[e];
-            }
+            conv_at(ot, x + b * L * ldx, wT, bias, t, E, K, ldx);
 #pragma omp simd
             for (int64_t e = 0; e < E; e++) ot[e] = ot[e] * sigmoid(ot[e]);
         }
@@ -182,14 +187,7 @@ void conv_silu_backward(const float *x, const float *wT, const float *bias, cons
         for (int64_t t = 0; t < L; t++) {  /* dLoss/dc_t = gout_t * silu'(c_t) */
             float *gt = gc + t * E;
             const float *got = gout + (b * L + t) * E;
-            memcpy(gt, bias, sizeof(float) * E);
-            for (int64_t k = 0; k < K; k++) {
-                int64_t src = t - (K - 1) + k;
-                if (src < 0) continue;
-                const float *xs = xb + src * ldx, *wk = wT + k * E;
-#pragma omp simd
-                for (int64_t e = 0; e < E; e++) gt[e] += wk[e] * xs[e];
-            }
+            conv_at(gt, xb, wT, bias, t, E, K, ldx);
 #pragma omp simd
             for (int64_t e = 0; e < E; e++) {
                 float c = gt[e], sg = sigmoid(c);
