@@ -132,8 +132,8 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
                                             f"N={r.config['task_params'].get('N', '?')} {r.status} samples={r.samples}",
                                             refresh=False)
                         held_back += weights.get(r.run_id, 0.0)
-                        if finished_now >= warm:
-                            bar.update(held_back)
+                        if finished_now >= warm:  # summed floats may pass the total by a rounding error
+                            bar.update(max(0.0, min(held_back, bar.total - bar.n)))
                             held_back = 0.0
                         if on_result:
                             on_result(r)
