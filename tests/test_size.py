@@ -295,18 +295,37 @@ def test_dyck_cpu_is_one_protocol_and_its_claims_can_fail():
     assert o.held is None and "a Transformer trains at N=100" in o.text
 
 
-def _lookup_cpu(acc: dict) -> list:
-    """Lookup cpu claims for accuracies acc[(label, N)]: 0.99 at N = 20, TF-(1,64) 0.99 and the
-    recurrent arms 0.05 at N = 100 unless given, a small seed-to-seed spread."""
-    exp = PRESETS.get("lookup-fig2")()
-    seeds = {}
+def _cpu_claims(exp, default, acc: dict) -> list:
+    """`exp`'s cpu claims for test accuracies acc[(label, N)], else default(label, N), with a small
+    seed-to-seed spread (so that intervals have a width)."""
+    seeds: dict = {}
 
     def of(label, N):
         k = seeds[(label, N)] = seeds.get((label, N), -1) + 1
-        default = 0.99 if N == 20 or label == "TF-(1,64)" else 0.05
-        return min(1.0, acc.get((label, N), default) + 0.002 * (k % 3 - 1))
+        return min(1.0, acc.get((label, N), default(label, N)) + 0.002 * (k % 3 - 1))
 
     return exp.analyze(_fake_size_results(exp, "cpu", of), "cpu").claims
+
+
+def _assert_can_fail(exp, claims, tf: str, hi: int, level: str, dead: str, dead_acc: float, lo: int = 20) -> None:
+    """The three results a fair size claim must not call held, fed to `claims(acc)`: `level` as
+    good as the Transformer at `hi` is not below it; `dead`, which never learned even at `lo`,
+    gets no verdict; the Transformer at the task's best trivial baseline at `hi` does not beat it."""
+    [o] = [c for c in claims({(level, hi): 0.99}) if c.kind == "ordering" and level in c.values]
+    assert o.held is False
+    [o] = [c for c in claims({(dead, lo): dead_acc}) if c.kind == "ordering" and dead in c.values]
+    assert o.held is None and "did not train" in o.text
+    base = next(b for b in exp.analyze(_fake_size_results(exp, "cpu", lambda lab, N: 0.9), "cpu").data["baselines"]
+                if b["N"] == hi)["best_acc"]
+    [b] = [c for c in claims({(tf, hi): base}) if c.kind == "baseline"]
+    assert b.held is False
+
+
+def _lookup_cpu(acc: dict) -> list:
+    """Lookup cpu claims for accuracies acc[(label, N)]: 0.99 at N = 20, TF-(1,64) 0.99 and the
+    recurrent arms 0.05 at N = 100 unless given, a small seed-to-seed spread."""
+    return _cpu_claims(PRESETS.get("lookup-fig2")(),
+                       lambda label, N: 0.99 if N == 20 or label == "TF-(1,64)" else 0.05, acc)
 
 
 def test_lookup_cpu_is_one_protocol_with_every_named_arm_and_its_claims_can_fail():
@@ -317,32 +336,17 @@ def test_lookup_cpu_is_one_protocol_with_every_named_arm_and_its_claims_can_fail
     good = _lookup_cpu({})
     assert all(c.held for c in good), [c.text for c in good if not c.held]
     assert {c.kind for c in good} == {"control", "baseline", "ordering"} and len(good) == 6 + 1 + 5
-    # a recurrent arm as good as the Transformer at N = 100 is not below it
-    [o] = [c for c in _lookup_cpu({("RetNet-64", 100): 0.99}) if c.kind == "ordering" and "RetNet-64" in c.values]
-    assert o.held is False
-    # one that never learned, even at N = 20: no verdict
-    [o] = [c for c in _lookup_cpu({("Mamba-64", 20): 0.3}) if c.kind == "ordering" and "Mamba-64" in c.values]
-    assert o.held is None and "did not train" in o.text
-    # a Transformer at the trivial baseline does not "beat" it
-    base = next(b for b in exp.analyze(_fake_size_results(exp, "cpu", lambda lab, N: 0.9), "cpu").data["baselines"]
-                if b["N"] == 100)["best_acc"]
-    [b] = [c for c in _lookup_cpu({("TF-(1,64)", 100): base}) if c.kind == "baseline"]
-    assert b.held is False
+    _assert_can_fail(exp, _lookup_cpu, "TF-(1,64)", 100, level="RetNet-64", dead="Mamba-64", dead_acc=0.3)
 
 
 def test_mamba_width_cpu_is_one_protocol_and_its_claims_can_fail():
     exp = PRESETS.get("mamba-width")()
     s = exp.cpu
     assert s.unequal() == [] and s.seeds >= 3 and len(s.lrs) >= 2 and s.archs[0].params["layers"] == 2
-    seeds: dict = {}
+    width = {"Mamba-16": 0.2, "Mamba-32": 0.4, "Mamba-64": 0.6, "TF-(1,64)": 0.99}
 
     def claims(acc: dict) -> list:
-        def of(label, N):
-            k = seeds[(label, N)] = seeds.get((label, N), -1) + 1
-            width = {"Mamba-16": 0.2, "Mamba-32": 0.4, "Mamba-64": 0.6, "TF-(1,64)": 0.99}[label]
-            return acc.get((label, N), 0.99 if N == 20 else width) + 0.002 * (k % 3 - 1)
-        seeds.clear()
-        return exp.analyze(_fake_size_results(exp, "cpu", of), "cpu").claims
+        return _cpu_claims(exp, lambda label, N: 0.99 if N == 20 else width[label], acc)
 
     good = claims({})
     assert all(c.held for c in good), [c.text for c in good if not c.held]
@@ -401,15 +405,8 @@ def test_nn_cpu_is_one_protocol_with_one_curriculum_and_its_claims_can_fail():
     for c in exp.plan("cpu", "cpu"):
         by_N.setdefault(c.task_params["N"], set()).add(c.train.curriculum)
     assert by_N == {20: {()}, 80: {((20, 4000), (40, 500))}}
-    seeds: dict = {}
-
     def claims(acc: dict) -> list:
-        def of(label, N):
-            k = seeds[(label, N)] = seeds.get((label, N), -1) + 1
-            default = 0.99 if N == 20 or label == "TF-(2,64)" else 0.6
-            return min(1.0, acc.get((label, N), default) + 0.002 * (k % 3 - 1))
-        seeds.clear()
-        return exp.analyze(_fake_size_results(exp, "cpu", of), "cpu").claims
+        return _cpu_claims(exp, lambda label, N: 0.99 if N == 20 or label == "TF-(2,64)" else 0.6, acc)
 
     good = claims({})
     assert {c.kind for c in good} == {"control", "baseline", "ordering"} and len(good) == 3 + 1 + 2
@@ -418,14 +415,5 @@ def test_nn_cpu_is_one_protocol_with_one_curriculum_and_its_claims_can_fail():
     [m] = [c for c in good if c.kind == "ordering" and "Mamba-64" in c.values]
     assert m.held is None and "can hold the labelled half" in m.text and m.values["state"] >= 680
     assert all(c.held for c in good if c is not m), [c.text for c in good if not c.held]
-    # a recurrent arm level with the Transformer at N = 80: not below it
-    [o] = [c for c in claims({("LSTM-64", 80): 0.99}) if c.kind == "ordering" and "LSTM-64" in c.values]
-    assert o.held is False
-    # one that never learned at N = 20: no verdict
-    [o] = [c for c in claims({("LSTM-64", 20): 0.6}) if c.kind == "ordering" and "LSTM-64" in c.values]
-    assert o.held is None and "did not train" in o.text
-    # a Transformer on the labelled-majority plateau (the former protocol's result) does not beat it
-    base = next(b for b in exp.analyze(_fake_size_results(exp, "cpu", lambda lab, N: 0.9), "cpu").data["baselines"]
-                if b["N"] == 80)["best_acc"]
-    [b] = [c for c in claims({("TF-(2,64)", 80): base}) if c.kind == "baseline"]
-    assert b.held is False
+    # (the Transformer on the labelled-majority plateau, the former protocol's result, beats nothing)
+    _assert_can_fail(exp, claims, "TF-(2,64)", 80, level="LSTM-64", dead="LSTM-64", dead_acc=0.6)
