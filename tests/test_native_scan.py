@@ -229,3 +229,16 @@ def test_auto_on_the_meta_device_takes_a_pytorch_scan():
     assert y.shape == (3, 9, 1) and y.device.type == "meta"
     with pytest.raises(ArchsepError, match="float32 CPU"):
         native_scan(*[t.float().to("meta") for t in inputs(1, 3, 2, 2)])
+
+
+@needs_native
+def test_a_cache_directory_that_cannot_be_written_builds_in_a_temporary_one(monkeypatch, tmp_path, fresh_library):
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the cache directory would be")
+    monkeypatch.setenv("ARCHSEP_CACHE_DIR", str(blocked))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    assert native.library() is not None
+    assert list((tmp_path / "tmp").iterdir()) == [] and blocked.read_text().startswith("a file")

@@ -5,8 +5,9 @@ ctypes; every one has a PyTorch fallback, so archsep runs (slower) where none co
 'native'). It is compiled with `cc -O3 -march=native` (the code vectorises over channels) into
 the cache directory (`fileio.cache_root()`/native, named by a hash of the source, the flags,
 the compiler and the CPU), so each machine compiles it once; with ARCHSEP_CACHE_DIR set empty it
-is compiled into a temporary directory that is removed once the library is loaded. A kept
-library is used only if it is a regular file owned by this user and writable by nobody else.
+is compiled into a temporary directory that is removed once the library is loaded (as where the
+cache directory cannot be written). A kept library is used only if it is a regular file owned
+by this user and writable by nobody else (else it is rebuilt).
 ARCHSEP_NATIVE=0 turns compiled kernels off (every caller then takes its fallback).
 Only archsep's own source is ever compiled or loaded: nothing from a store or a results folder.
 """
@@ -89,17 +90,20 @@ def library(source: Path = SCAN_SOURCE) -> ctypes.CDLL | None:
         key = hashlib.sha256("|".join([source.read_text(), *_flags(), cc, version, _cpu()]).encode()).hexdigest()[:16]
         name = f"{source.stem}-{key}.so"
         root = cache_root()
-        if root is None:  # no cache: compile, load, and leave nothing behind
-            with tempfile.TemporaryDirectory(prefix="archsep-native-") as d:
-                return ctypes.CDLL(str(_compile(cc, source, Path(d), name)))
-        kept = root / "native" / name
-        if not _trusted(kept):
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            _compile(cc, source, kept.parent, name)
-        if not _trusted(kept):
-            _why_not.append(f"{kept} is not a regular file of this user's, writable only by it")
-            return None
-        return ctypes.CDLL(str(kept))
+        if root is not None:
+            kept = root / "native" / name
+            try:
+                if not _trusted(kept):
+                    kept.parent.mkdir(parents=True, exist_ok=True)
+                    _compile(cc, source, kept.parent, name)
+            except OSError:  # a cache directory this process cannot write: build as without one
+                pass
+            else:
+                if _trusted(kept):
+                    return ctypes.CDLL(str(kept))
+        # no cache (or none usable): compile, load, and leave nothing behind
+        with tempfile.TemporaryDirectory(prefix="archsep-native-") as d:
+            return ctypes.CDLL(str(_compile(cc, source, Path(d), name)))
     except (OSError, subprocess.SubprocessError) as e:
         err = getattr(e, "stderr", b"") or b""
         _why_not.append(f"{type(e).__name__}: {e} {err.decode(errors='replace')[:300]}".strip())
