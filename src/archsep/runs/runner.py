@@ -35,6 +35,9 @@ class Results(list):
         return [r for r in self if r.status == "error"]
 
 
+SHOW_ETA = 0.1  # the share of the modelled work finished before the bar shows an ETA
+
+
 def _commit(store: Store, row: dict, saved: int, total: int) -> bool:
     """Commit one run (False: another sweep had stored it first); a full disk is one line that
     says what is safe (the store stays consistent: the failed transaction is rolled back)."""
@@ -108,7 +111,9 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
         bar.set_postfix_str(f"0/{len(todo)} runs", refresh=False)
         finished_now, held_back = 0, 0.0
         # no ETA from the first run or two alone (one run that stopped early says little of the
-        # rest): the bar moves once more runs than workers have finished
+        # rest): the bar moves once more runs than workers have finished and they hold at least
+        # SHOW_ETA of the modelled work (the longest batches start first and are still running
+        # when the first cheap ones finish: a rate from those alone promised twice the wall time)
         warm = min(len(todo), max(3, (workers or os.cpu_count() or 1) + 1))
         failures = 0
         ex = None
@@ -132,7 +137,7 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
                                             f"N={r.config['task_params'].get('N', '?')} {r.status} samples={r.samples}",
                                             refresh=False)
                         held_back += weights.get(r.run_id, 0.0)
-                        if finished_now >= warm:  # summed floats may pass the total by a rounding error
+                        if finished_now >= warm and bar.n + held_back >= SHOW_ETA * bar.total:  # summed floats may pass the total by a rounding error
                             bar.update(max(0.0, min(held_back, bar.total - bar.n)))
                             held_back = 0.0
                         if on_result:
