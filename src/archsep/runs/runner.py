@@ -137,7 +137,8 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
                                             f"N={r.config['task_params'].get('N', '?')} {r.status} samples={r.samples}",
                                             refresh=False)
                         held_back += weights.get(r.run_id, 0.0)
-                        if finished_now >= warm and bar.n + held_back >= SHOW_ETA * bar.total:  # summed floats may pass the total by a rounding error
+                        if finished_now >= warm and bar.n + held_back >= SHOW_ETA * bar.total:
+                            # (summed floats may pass the total by a rounding error)
                             bar.update(max(0.0, min(held_back, bar.total - bar.n)))
                             held_back = 0.0
                         if on_result:
