@@ -291,13 +291,13 @@ class NativeScan(torch.autograd.Function):
     a branch-free polynomial. The backward pass recomputes one sequence's states and outputs at a
     time (about L * N * E floats of scratch) and walks back in time. Nothing of size (B, L, E, N)
     is kept between the passes, only the inputs. float32 on CPU, one thread, not under vmap.
-    u, delta, z: (B, L, E); A: (E, N); B, C: (B, L, N); D: (E) -> (B, L, E)."""
+    u, delta, z: (B, L, E); A: (E, N); B, C: (B, L, N); D: (E) -> (B, L, E), every one but A
+    contiguous (`native_scan` makes them so, once for both passes)."""
 
     @staticmethod
     def forward(u, delta, A, B, C, D, z):
         Bt, L, E = u.shape
         N = A.shape[1]
-        u, delta, B, C, D, z = (t.contiguous() for t in (u, delta, B, C, D, z))
         AT = A.t().contiguous()
         out, s, y = u.new_empty(Bt, L, E), u.new_empty(N, E), u.new_empty(E)
         _scan_library().scan_forward(*map(_ptr, (u, delta, AT, B, C, D, z, out, s, y)), Bt, L, E, N)
@@ -309,7 +309,7 @@ class NativeScan(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, gout):
-        u, delta, A, B, C, D, z = (t.contiguous() for t in ctx.saved_tensors)
+        u, delta, A, B, C, D, z = ctx.saved_tensors
         Bt, L, E = u.shape
         N = A.shape[1]
         AT, gout = A.t().contiguous(), gout.contiguous()
@@ -325,15 +325,14 @@ class NativeScan(torch.autograd.Function):
 class NativeConvSiLU(torch.autograd.Function):
     """SiLU of Mamba's causal depthwise convolution, in C (`conv_silu_*` in selective_scan.c), on
     the (B, L, E) layout the projections give: no transposes, no cropping, one pass each way (the
-    backward recomputes the convolution). x: (B, L, E) with contiguous channels (a view is fine);
+    backward recomputes the convolution). x: (B, L, E) with contiguous channels and positions
+    evenly spaced (a view of in_proj's output is fine: `native_conv_silu` settles it once);
     weight: (E, 1, K); bias: (E) -> (B, L, E)."""
 
     @staticmethod
     def forward(x, weight, bias):
         Bt, L, E = x.shape
         K = weight.shape[-1]
-        if x.stride(2) != 1 or x.stride(0) != L * x.stride(1):
-            x = x.contiguous()
         wT, bias = weight.reshape(E, K).t().contiguous(), bias.contiguous()
         out = x.new_empty(Bt, L, E)
         _scan_library().conv_silu_forward(*map(_ptr, (x, wT, bias, out)), Bt, L, E, K, x.stride(1))
@@ -341,10 +340,7 @@ class NativeConvSiLU(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        x = inputs[0]
-        if x.stride(2) != 1 or x.stride(0) != x.shape[1] * x.stride(1):
-            x = x.contiguous()
-        ctx.save_for_backward(x, inputs[1], inputs[2])
+        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, gout):
@@ -359,6 +355,14 @@ class NativeConvSiLU(torch.autograd.Function):
         return gx, gwT.t().reshape(E, 1, K), gbias
 
 
+def native_conv_silu(x, weight, bias) -> torch.Tensor:
+    """`NativeConvSiLU` on x as it is where the C code can read it (channels contiguous, one
+    stride between positions and L of them between sequences), else on a contiguous copy."""
+    if x.stride(2) != 1 or x.stride(0) != x.shape[1] * x.stride(1):
+        x = x.contiguous()
+    return NativeConvSiLU.apply(x, weight, bias)
+
+
 def native_scan(u, delta, A, B, C, D, z) -> torch.Tensor:
     """`NativeScan`, the gated output (y + D u) * silu(z): float32 CPU tensors only, and only
     where `native_available()`."""
@@ -368,6 +372,7 @@ def native_scan(u, delta, A, B, C, D, z) -> torch.Tensor:
           f"'native' takes float32 CPU tensors, got {u.dtype} on {u.device}")
     if u.shape[1] == 0:
         return u * 0
+    u, delta, B, C, D, z = (t.contiguous() for t in (u, delta, B, C, D, z))  # copied once, saved as copied
     return NativeScan.apply(u, delta, A, B, C, D, z)
 
 
@@ -420,7 +425,7 @@ class MambaMixer(nn.Module):
         L = h.shape[1]
         u, z = self.in_proj(h).chunk(2, -1)  # (B, L, E) each
         if self._which(u) == "native" and u.dtype == torch.float32 and u.device.type == "cpu" and L:  # compiled conv
-            u = NativeConvSiLU.apply(u, self.conv.weight, self.conv.bias)
+            u = native_conv_silu(u, self.conv.weight, self.conv.bias)
         else:
             u = F.silu(self.conv(u.transpose(1, 2))[..., :L].transpose(1, 2))
         delta, B, C = self._ssm_inputs(u)
