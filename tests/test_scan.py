@@ -127,12 +127,16 @@ def test_auto_runs_the_chunked_scan_on_cpu_without_the_compiled_one(monkeypatch)
     assert calls == []
 
 
-@pytest.mark.parametrize("dtype, atol", [(torch.float64, 1e-10), (torch.float32, 1e-5)])
-def test_mamba_model_chunked_equals_sequential_end_to_end(dtype, atol):
+@pytest.mark.parametrize("scan, dtype, atol", [
+    ("chunked", torch.float64, 1e-10), ("chunked", torch.float32, 1e-5),
+    # the compiled scan (tests/test_native_scan.py fails where a compiler is but it did not build)
+    pytest.param("native", torch.float32, 1e-5,
+                 marks=pytest.mark.skipif(not mm.native_available(), reason="no compiled scan here"))])
+def test_mamba_model_equals_sequential_end_to_end(scan, dtype, atol):
     torch.manual_seed(0)
     ref = make_model_config("mamba", layers=2, width=8, d_state=4).build(VECTORS).to(dtype)
     use_scan(ref, "sequential")
-    new = use_scan(copy.deepcopy(ref), "chunked")
+    new = use_scan(copy.deepcopy(ref), scan)
     x = torch.randn(3, 23, 3, dtype=dtype)
     outs = []
     for m in (ref, new):
