@@ -337,6 +337,17 @@ class SizeExperiment(Experiment):
             return Claim("ordering", f"no verdict (fewer than 2 seeds): {text}", None, values)
         return Claim("ordering", text, hw < lb, values)
 
+    def versus(self, s: SizeScale, tf: str, recurrent: tuple[str, ...]) -> list[Claim]:
+        """A Transformer against recurrent arms under the fair protocol: each arm's positive control
+        at the shortest length; at the longest, `tf` above the best trivial baseline and each
+        recurrent arm below `tf` (intervals over seeds; no verdict for an arm whose control failed:
+        falling short at the longest length would say nothing about the length). In that order:
+        the controls (`tf` first), the baseline claim, then one `below` per recurrent arm."""
+        lo, hi = min(s.Ns), max(s.Ns)
+        controls = {lab: self.control(lab, lo) for lab in (tf, *recurrent)}
+        return [*controls.values(), self.beats_baseline(tf, hi, controls[tf]),
+                *(self.below(lab, tf, hi, controls[lab]) for lab in recurrent)]
+
     def table(self, summary: Summary) -> list[dict]:
         """One row per cell; a task's extra test sets add a column each, test_acc[NAME]."""
         names = sorted({n for c in summary.data["cells"] for n in c.get("extra_acc") or {}})

@@ -46,12 +46,5 @@ class LookupFig2(SizeExperiment):
 
     def fair_claims(self, s: SizeScale) -> list[Claim]:
         """Each arm's positive control at the shortest length; at the longest, TF-(1,64) above the
-        best trivial baseline and every recurrent arm below it (intervals over seeds). A recurrent
-        arm that did not learn at the shortest length gets no verdict: falling short at the
-        longest would say nothing about the length."""
-        lo, hi = min(s.Ns), max(s.Ns)
-        controls = {lab: self.control(lab, lo) for lab in ("TF-(1,64)", *self.recurrent)}
-        out = list(controls.values())
-        out.append(self.beats_baseline("TF-(1,64)", hi, controls["TF-(1,64)"]))
-        out += [self.below(lab, "TF-(1,64)", hi, controls[lab]) for lab in self.recurrent]
-        return out
+        best trivial baseline and every recurrent arm below it (`SizeExperiment.versus`)."""
+        return self.versus(s, "TF-(1,64)", self.recurrent)

@@ -52,18 +52,14 @@ class NearestNeighbourFig(SizeExperiment):
         length gets no verdict (falling short at the longest would say nothing about N), and so
         does one whose state can hold the whole labelled half at the longest length: Theorem 7's
         bound needs the state to be too small for it, so no separation is predicted there."""
-        lo, hi = min(s.Ns), max(s.Ns)
-        controls = {lab: self.control(lab, lo) for lab in ("TF-(2,64)", *self.recurrent)}
-        out = list(controls.values())
-        out.append(self.beats_baseline("TF-(2,64)", hi, controls["TF-(2,64)"]))
-        for lab in self.recurrent:
-            claim = self.below(lab, "TF-(2,64)", hi, controls[lab])
-            state, need = self._state(s, lab, hi)
+        hi = max(s.Ns)
+        out = self.versus(s, "TF-(2,64)", self.recurrent)
+        for i, lab in enumerate(self.recurrent, len(out) - len(self.recurrent)):  # the `below` claims, last
+            claim, (state, need) = out[i], self._state(s, lab, hi)
             if claim.held is not None and state is not None and state >= need:
-                claim = Claim("ordering", f"no verdict: {lab}'s state ({state} floats) can hold the labelled half at "
-                              f"N={hi} ({need} numbers), so Theorem 7 predicts no separation at this length; "
-                              f"{claim.text}", None, {**claim.values, "state": state, "labelled_half": need})
-            out.append(claim)
+                out[i] = Claim("ordering", f"no verdict: {lab}'s state ({state} floats) can hold the labelled half "
+                               f"at N={hi} ({need} numbers), so Theorem 7 predicts no separation at this length; "
+                               f"{claim.text}", None, {**claim.values, "state": state, "labelled_half": need})
         return out
 
     def _state(self, s: SizeScale, label: str, N: int) -> tuple[int | None, int]:
