@@ -11,6 +11,7 @@ import torch
 from archsep.engine.train import train_many, train_run
 from archsep.errors import ArchsepError
 from archsep.experiments import PRESETS
+from archsep.results import Claim
 from archsep.experiments.size import Cell, SizeArch, SizeExperiment, SizeScale, cell_record, cell_runs, lstm, select
 
 SCALE = SizeScale(Ns=(4,), archs=(lstm((8,)),), lrs=(1e-2, 1e-3), steps=30, eval_every=10, val_size=100,
@@ -254,45 +255,48 @@ def test_val_curves_give_a_model_one_colour_in_every_panel(tmp_path, monkeypatch
         assert handle.get_color() in colours[text.get_text()]
 
 
-def _dyck_cpu(acc: dict) -> list:
-    """Dyck cpu claims for accuracies acc[(label, N)] (default 0.99), a small seed-to-seed spread."""
+def _dyck(acc: dict, scale: str = "cpu") -> list:
+    """Dyck claims at `scale` for accuracies acc[(label, N)] (default 0.999), a small seed-to-seed
+    spread."""
     exp = PRESETS.get("dyck-fig2")()
     seeds = {}
 
     def of(label, N):
         k = seeds[(label, N)] = seeds.get((label, N), -1) + 1
-        return min(1.0, acc.get((label, N), 0.99) + 0.002 * (k % 3 - 1))
+        return min(1.0, acc.get((label, N), 0.999) + 0.002 * (k % 3 - 1))
 
-    return exp.analyze(_fake_size_results(exp, "cpu", of), "cpu").claims
+    return exp.analyze(_fake_size_results(exp, scale, of), scale).claims
 
 
-def test_dyck_cpu_is_one_protocol_and_its_claims_can_fail():
+@pytest.mark.parametrize("scale, hi", [("cpu", 100), ("paper-n", 400)])
+def test_dyck_cpu_and_paper_n_are_one_protocol_and_their_claims_can_fail(scale, hi):
     exp = PRESETS.get("dyck-fig2")()
-    assert exp.cpu.unequal() == [] and exp.cpu.seeds >= 3 and len(exp.cpu.lrs) >= 2
-    good = _dyck_cpu({("TF-(1,64)", 100): 0.6})
+    s = exp.scale(scale)
+    assert s.unequal() == [] and s.seeds >= 3 and len(s.lrs) >= 2 and max(s.Ns) == hi
+    good = _dyck({("TF-(1,64)", hi): 0.6}, scale)
     assert all(c.held for c in good), [c.text for c in good if not c.held]
     assert {c.kind for c in good} == {"control", "baseline", "ordering"}
-    # an LSTM no better than the depth counter at N = 100 does not recognise Dyck
-    base = next(b for b in exp.analyze(_fake_size_results(exp, "cpu", lambda lab, N: 0.9), "cpu").data["baselines"]
-                if b["N"] == 100)["best_acc"]
-    weak = _dyck_cpu({("TF-(1,64)", 100): 0.6, ("LSTM-64", 100): base})
+    # an LSTM no better than the depth counter at the longest length does not recognise Dyck
+    base = next(b for b in exp.analyze(_fake_size_results(exp, scale, lambda lab, N: 0.9), scale).data["baselines"]
+                if b["N"] == hi)["best_acc"]
+    weak = _dyck({("TF-(1,64)", hi): 0.6, ("LSTM-64", hi): base}, scale)
     [lstm_claim] = [c for c in weak if c.kind == "baseline" and c.values["label"] == "LSTM-64"]
     assert lstm_claim.held is False
     # a recogniser that never trained (its control fails at N = 20): no verdict, never "held"
-    untrained = _dyck_cpu({("TF-(1,64)", 100): 0.6, ("Mamba-64", 20): 0.5, ("Mamba-64", 100): 0.5})
-    [m] = [c for c in untrained if c.kind == "baseline" and c.values["label"] == "Mamba-64"]
+    untrained = _dyck({("TF-(1,64)", hi): 0.6, ("LSTM-64", 20): 0.5, ("LSTM-64", hi): 0.5}, scale)
+    [m] = [c for c in untrained if c.kind == "baseline" and c.values["label"] == "LSTM-64"]
     assert m.held is None and "did not train" in m.text
     # the one-layer Transformer: below the LSTM only counts when it learned at N = 20
-    failed = _dyck_cpu({("TF-(1,64)", 20): 0.5, ("TF-(1,64)", 100): 0.5})
+    failed = _dyck({("TF-(1,64)", 20): 0.5, ("TF-(1,64)", hi): 0.5}, scale)
     [o] = [c for c in failed if c.kind == "ordering"]
     assert o.held is None and "did not train" in o.text
-    same = _dyck_cpu({})  # as good as the LSTM at N = 100: not below it
+    same = _dyck({}, scale)  # as good as the LSTM at the longest length: not below it
     [o] = [c for c in same if c.kind == "ordering"]
     assert o.held is False
-    # no Transformer trained at N = 100 (TF-(2,64) at chance there): TF-(1,64)'s shortfall says nothing
-    untrained_tf = _dyck_cpu({("TF-(1,64)", 100): 0.5, ("TF-(2,64)", 100): 0.5})
+    # no Transformer trained at the longest length (TF-(2,64) at chance there): TF-(1,64)'s shortfall says nothing
+    untrained_tf = _dyck({("TF-(1,64)", hi): 0.5, ("TF-(2,64)", hi): 0.5}, scale)
     [o] = [c for c in untrained_tf if c.kind == "ordering"]
-    assert o.held is None and "a Transformer trains at N=100" in o.text
+    assert o.held is None and f"a Transformer trains at N={hi}" in o.text
 
 
 def _cpu_claims(exp, default, acc: dict) -> list:
@@ -307,16 +311,18 @@ def _cpu_claims(exp, default, acc: dict) -> list:
     return exp.analyze(_fake_size_results(exp, "cpu", of), "cpu").claims
 
 
-def _assert_can_fail(exp, claims, tf: str, hi: int, level: str, dead: str, dead_acc: float, lo: int = 20) -> None:
+def _assert_can_fail(exp, claims, tf: str, hi: int, level: str, dead: str, dead_acc: float, lo: int = 20,
+                     variant: str = "") -> None:
     """The three results a fair size claim must not call held, fed to `claims(acc)`: `level` as
     good as the Transformer at `hi` is not below it; `dead`, which never learned even at `lo`,
-    gets no verdict; the Transformer at the task's best trivial baseline at `hi` does not beat it."""
+    gets no verdict; the Transformer at the best trivial baseline of the task (its `variant`) at
+    `hi` does not beat it."""
     [o] = [c for c in claims({(level, hi): 0.99}) if c.kind == "ordering" and level in c.values]
     assert o.held is False
     [o] = [c for c in claims({(dead, lo): dead_acc}) if c.kind == "ordering" and dead in c.values]
     assert o.held is None and "did not train" in o.text
     base = next(b for b in exp.analyze(_fake_size_results(exp, "cpu", lambda lab, N: 0.9), "cpu").data["baselines"]
-                if b["N"] == hi)["best_acc"]
+                if b["N"] == hi and b["variant"] == variant)["best_acc"]
     [b] = [c for c in claims({(tf, hi): base}) if c.kind == "baseline"]
     assert b.held is False
 
@@ -357,6 +363,35 @@ def test_mamba_width_cpu_is_one_protocol_and_its_claims_can_fail():
     # a width that never learned: no verdict on it
     dead = claims({("Mamba-16", 20): 0.1})
     assert all(c.held is None for c in dead if c.kind == "ordering" and "Mamba-16" in c.values)
+
+
+def test_equality_cpu_is_one_protocol_on_both_variants_and_its_claims_can_fail():
+    exp = PRESETS.get("equality-fig4")()
+    s = exp.cpu
+    assert s.unequal() == [] and s.seeds >= 3 and len(s.lrs) >= 2
+    assert [v for v, _ in s.variants] == ["eq-random", "eq-one"]
+    arms = [a.name(w) for a in s.archs for w in a.widths]
+
+    def claims(acc: dict) -> list:
+        return _cpu_claims(exp, lambda label, N: 0.5 if N == 200 and label != "TF-(2,64) [eq-random]"
+                           and label.endswith("[eq-random]") else 0.995, acc)
+
+    good = claims({})
+    assert all(c.held for c in good), [c.text for c in good if not c.held]
+    n = len(arms)
+    assert len(good) == n + 1 + (n - 1) + n + n  # eq-random: controls, baseline, below; eq-one: controls, reaches
+    _assert_can_fail(exp, claims, "TF-(2,64) [eq-random]", 200, level="LSTM-64 [eq-random]",
+                     dead="LSTM-64 [eq-random]", dead_acc=0.5, variant="eq-random")
+    # eq-one, "every model does well": an arm that falls short at N = 200 fails it; one that did
+    # not train even at N = 20 gets no verdict
+
+    def eq_one(acc: dict) -> Claim:
+        [c] = [c for c in claims(acc) if c.kind == "threshold" and c.values["label"] == "LSTM-64 [eq-one]"]
+        return c
+
+    assert eq_one({("LSTM-64 [eq-one]", 200): 0.6}).held is False
+    dead = eq_one({("LSTM-64 [eq-one]", 20): 0.6})
+    assert dead.held is None and "did not train" in dead.text
 
 
 @pytest.mark.parametrize("name", [n for n in PRESETS.names() if issubclass(PRESETS.get(n), SizeExperiment)])

@@ -62,11 +62,16 @@ def _acc(err: float | None) -> float | None:
 
 
 def cell_record(key: CellKey, lrs: Sequence[float], results: Sequence[RunResult | None],
-                arch: str, task: str) -> dict:
+                arch: str, task: str, budget_steps: int | None = None) -> dict:
     """One cell as a JSON-safe row: its runs (one per learning rate, in grid order), the chosen
-    one, its test and validation accuracy, steps, size and wall time."""
+    one, its test and validation accuracy, steps, size and wall time, and what it was given: its
+    learning-rate grid and its step budget (`budget_steps`; default: read from its runs)."""
+    if budget_steps is None:
+        trains = [r.config.get("train") or {} for r in results if r is not None]
+        budget_steps = next((int(t["budget"]) // int(t.get("batch_size") or 1) for t in trains if "budget" in t), None)
     rec: dict[str, Any] = {"label": key.label, "family": key.family, "N": key.N, "width": key.width,
-                           "seed": key.seed, "arch": arch, "task": task}
+                           "seed": key.seed, "arch": arch, "task": task, "lr_grid": [float(lr) for lr in lrs],
+                           "budget_steps": budget_steps}
     runs = [{"lr": lr, "status": r.status, "steps": _steps(r), "val_acc": _acc(r.best_metric),
              "best_step": (r.best_samples or 0) // _batch(r), "run_id": r.run_id,
              "curve": [(s // _batch(r), 1 - m) for s, m in r.curve]}

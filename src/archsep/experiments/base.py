@@ -33,8 +33,9 @@ class Experiment(abc.ABC):
         return scale
 
     def scale(self, name: str):
-        """The settings of scale `name`: the class attribute of that name (e.g. `quick`, `full`)."""
-        return getattr(self, self.check_scale(name))
+        """The settings of scale `name`: the class attribute of that name (e.g. `quick`, `full`;
+        `paper_n` for the scale named `paper-n`)."""
+        return getattr(self, self.check_scale(name).replace("-", "_"))
 
     @abc.abstractmethod
     def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:

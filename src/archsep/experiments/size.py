@@ -157,11 +157,13 @@ def cell_runs(task: str, arch: SizeArch, width: int, N: int, seed: int, s: SizeS
 def cell_record(cell: Cell, results: list[RunResult | None]) -> dict:
     """The cell's row (`analysis.size.cell_record`): its runs, the lr chosen, its accuracies."""
     key = CellKey(cell.family or cell.label, cell.width, cell.N, cell.seed, cell.label)
-    return size_record(key, [c.train.lr for c in cell.runs], results, cell.runs[0].arch, cell.runs[0].task)
+    first = cell.runs[0].train
+    return size_record(key, [c.train.lr for c in cell.runs], results, cell.runs[0].arch, cell.runs[0].task,
+                       first.budget // first.batch_size)
 
 
-CELL_COLUMNS = ["label", "arch", "task", "N", "width", "seed", "test_acc", "val_acc", "best_lr", "steps",
-                "reached", "status", "params", "state_size", "wall_s"]
+CELL_COLUMNS = ["label", "arch", "task", "N", "width", "seed", "test_acc", "val_acc", "best_lr", "lr_grid", "steps",
+                "budget_steps", "reached", "status", "params", "state_size", "wall_s"]
 
 
 class SizeExperiment(Experiment):
@@ -322,6 +324,16 @@ class SizeExperiment(Experiment):
             return Claim("baseline", f"no verdict (fewer than 2 seeds or no baseline): {text}", None, values)
         return Claim("baseline", text, lo > base, values)
 
+    def reaches(self, label: str, N: int, control: Claim, level: float = CONTROL) -> Claim:
+        """`label` does well at N: its mean test accuracy reaches `level` there (the control's rule
+        at another length). No verdict where its control failed (it did not train here at all)."""
+        m, lo, _ = self.interval(label, N)
+        text = f"N={N}: {label} reaches {pct(level)}: mean {pct(m)} (95% interval lower end {pct(lo)})"
+        values = {"label": label, "N": N, "mean": m, "lower": lo, "level": level, "control": control.held}
+        if not control.held:
+            return Claim("threshold", f"no verdict: {label} did not train here ({control.text}); {text}", None, values)
+        return Claim("threshold", text, m is not None and m >= level, values)
+
     def below(self, worse: str, better: str, N: int, control: Claim) -> Claim:
         """`worse` falls short of `better` at N: their 95% intervals do not overlap (worse's upper
         end below better's lower end). No verdict where worse's control failed (it did not train
@@ -337,21 +349,22 @@ class SizeExperiment(Experiment):
             return Claim("ordering", f"no verdict (fewer than 2 seeds): {text}", None, values)
         return Claim("ordering", text, hw < lb, values)
 
-    def versus(self, s: SizeScale, tf: str, recurrent: tuple[str, ...]) -> list[Claim]:
+    def versus(self, s: SizeScale, tf: str, recurrent: tuple[str, ...], variant: str = "") -> list[Claim]:
         """A Transformer against recurrent arms under the fair protocol: each arm's positive control
-        at the shortest length; at the longest, `tf` above the best trivial baseline and each
-        recurrent arm below `tf` (intervals over seeds; no verdict for an arm whose control failed:
-        falling short at the longest length would say nothing about the length). In that order:
-        the controls (`tf` first), the baseline claim, then one `below` per recurrent arm."""
+        at the shortest length; at the longest, `tf` above the best trivial baseline (of the task
+        variant `variant`) and each recurrent arm below `tf` (intervals over seeds; no verdict for
+        an arm whose control failed: falling short at the longest length would say nothing about
+        the length). In that order: the controls (`tf` first), the baseline claim, then one `below`
+        per recurrent arm."""
         lo, hi = min(s.Ns), max(s.Ns)
         controls = {lab: self.control(lab, lo) for lab in (tf, *recurrent)}
-        return [*controls.values(), self.beats_baseline(tf, hi, controls[tf]),
+        return [*controls.values(), self.beats_baseline(tf, hi, controls[tf], variant),
                 *(self.below(lab, tf, hi, controls[lab]) for lab in recurrent)]
 
     def table(self, summary: Summary) -> list[dict]:
         """One row per cell; a task's extra test sets add a column each, test_acc[NAME]."""
         names = sorted({n for c in summary.data["cells"] for n in c.get("extra_acc") or {}})
-        return [{**{k: c.get(k) for k in CELL_COLUMNS},
+        return [{**{k: c.get(k) for k in CELL_COLUMNS}, "lr_grid": " ".join(f"{lr:g}" for lr in c.get("lr_grid") or []),
                  **{f"test_acc[{n}]": (c.get("extra_acc") or {}).get(n) for n in names}} for c in summary.data["cells"]]
 
     def figures(self, summary: Summary, out: Path) -> list[Path]:
