@@ -381,7 +381,7 @@ def test_mamba_width_cpu_is_one_protocol_and_its_claims_can_fail():
 def test_equality_cpu_is_one_protocol_on_both_variants_and_its_claims_can_fail():
     exp = PRESETS.get("equality-fig4")()
     s = exp.cpu
-    assert s.unequal() == [] and s.seeds >= 3 and len(s.lrs) >= 2
+    assert s.unequal() == [] and s.seeds >= 3
     assert [v for v, _ in s.variants] == ["eq-random", "eq-one"]
     arms = [a.name(w) for a in s.archs for w in a.widths]
 
