@@ -18,7 +18,7 @@ from archsep.experiments.size import SizeExperiment
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 FAIR_SCALES = ("cpu", "paper-n")
 # run under the protocol the issue "paper A as a fair test" retired; rerun under the fair one
-FORMER = {"mamba-width-cpu", "equality-fig4-cpu"}
+FORMER = {"equality-fig4-cpu"}
 
 
 def _folders() -> list[Path]:
