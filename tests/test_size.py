@@ -258,14 +258,7 @@ def test_val_curves_give_a_model_one_colour_in_every_panel(tmp_path, monkeypatch
 def _dyck(acc: dict, scale: str = "cpu") -> list:
     """Dyck claims at `scale` for accuracies acc[(label, N)] (default 0.999), a small seed-to-seed
     spread."""
-    exp = PRESETS.get("dyck-fig2")()
-    seeds = {}
-
-    def of(label, N):
-        k = seeds[(label, N)] = seeds.get((label, N), -1) + 1
-        return min(1.0, acc.get((label, N), 0.999) + 0.002 * (k % 3 - 1))
-
-    return exp.analyze(_fake_size_results(exp, scale, of), scale).claims
+    return _cpu_claims(PRESETS.get("dyck-fig2")(), lambda label, N: 0.999, acc, scale)
 
 
 @pytest.mark.parametrize("scale, hi", [("cpu", 100), ("paper-n", 400)])
@@ -299,16 +292,16 @@ def test_dyck_cpu_and_paper_n_are_one_protocol_and_their_claims_can_fail(scale, 
     assert o.held is None and f"a Transformer trains at N={hi}" in o.text
 
 
-def _cpu_claims(exp, default, acc: dict) -> list:
-    """`exp`'s cpu claims for test accuracies acc[(label, N)], else default(label, N), with a small
-    seed-to-seed spread (so that intervals have a width)."""
+def _cpu_claims(exp, default, acc: dict, scale: str = "cpu") -> list:
+    """`exp`'s claims at `scale` (default cpu) for test accuracies acc[(label, N)], else
+    default(label, N), with a small seed-to-seed spread (so that intervals have a width)."""
     seeds: dict = {}
 
     def of(label, N):
         k = seeds[(label, N)] = seeds.get((label, N), -1) + 1
         return min(1.0, acc.get((label, N), default(label, N)) + 0.002 * (k % 3 - 1))
 
-    return exp.analyze(_fake_size_results(exp, "cpu", of), "cpu").claims
+    return exp.analyze(_fake_size_results(exp, scale, of), scale).claims
 
 
 def _assert_can_fail(exp, claims, tf: str, hi: int, level: str, dead: str, dead_acc: float, lo: int = 20,
@@ -383,7 +376,7 @@ def test_equality_cpu_is_one_protocol_on_both_variants_and_its_claims_can_fail()
     s = exp.cpu
     assert s.unequal() == [] and s.seeds >= 3
     assert [v for v, _ in s.variants] == ["eq-random", "eq-one"]
-    arms = [a.name(w) for a in s.archs for w in a.widths]
+    arms = s.labels()
 
     def claims(acc: dict) -> list:
         return _cpu_claims(exp, lambda label, N: 0.5 if N == 200 and label != "TF-(2,64) [eq-random]"

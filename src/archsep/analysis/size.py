@@ -67,8 +67,8 @@ def cell_record(key: CellKey, lrs: Sequence[float], results: Sequence[RunResult 
     one, its test and validation accuracy, steps, size and wall time, and what it was given: its
     learning-rate grid and its step budget (`budget_steps`; default: read from its runs)."""
     if budget_steps is None:
-        trains = [r.config.get("train") or {} for r in results if r is not None]
-        budget_steps = next((int(t["budget"]) // int(t.get("batch_size") or 1) for t in trains if "budget" in t), None)
+        budget_steps = next((int(r.config["train"]["budget"]) // _batch(r) for r in results
+                             if r is not None and "budget" in (r.config.get("train") or {})), None)
     rec: dict[str, Any] = {"label": key.label, "family": key.family, "N": key.N, "width": key.width,
                            "seed": key.seed, "arch": arch, "task": task, "lr_grid": [float(lr) for lr in lrs],
                            "budget_steps": budget_steps}

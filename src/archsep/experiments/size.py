@@ -82,6 +82,10 @@ class SizeScale:
     # length N trains the stages with n < N first, then the rest of its budget at N
     curriculum: tuple[tuple[int, int], ...] = ()
 
+    def labels(self) -> list[str]:
+        """The arms' names, in the order of `archs` and their widths (e.g. "TF-(2,64)", "LSTM-64")."""
+        return [a.name(w) for a in self.archs for w in a.widths]
+
     def stages(self, N: int) -> tuple[tuple[int, int], ...]:
         """The curriculum of a cell at length N: the stages shorter than N."""
         return tuple(st for st in self.curriculum if st[0] < N)

@@ -54,8 +54,7 @@ class DyckFig2(SizeExperiment):
         Transformer below the LSTM there, which says something only if it learned at the shortest
         and a two-layer Transformer learned at the longest."""
         lo, hi = min(s.Ns), max(s.Ns)
-        arms = {a.name(w) for a in s.archs for w in a.widths}
-        recognisers = [lab for lab in self.recognisers if lab in arms]  # the scale's
+        recognisers = [lab for lab in self.recognisers if lab in s.labels()]  # the scale's
         controls = {lab: self.control(lab, lo) for lab in (*recognisers, "TF-(1,64)")}
         out = list(controls.values())
         recognised = {lab: self.beats_baseline(lab, hi, controls[lab]) for lab in recognisers}

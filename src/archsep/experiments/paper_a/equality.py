@@ -54,7 +54,7 @@ class EqualityFig4(SizeExperiment):
         length. Counting symbols is exact on eq-one, so that claim is the paper's "every model
         does well", not a separation."""
         lo, hi = min(s.Ns), max(s.Ns)
-        names = [a.name(w) for a in s.archs for w in a.widths]
+        names = s.labels()
         tf_, rest = names[0], tuple(f"{n} [eq-random]" for n in names[1:])
         out = self.versus(s, f"{tf_} [eq-random]", rest, "eq-random")
         controls = {lab: self.control(f"{lab} [eq-one]", lo) for lab in names}
