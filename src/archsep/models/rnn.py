@@ -14,10 +14,55 @@ from .base import ModelConfig, SeqModel, input_layer
 from .registry import MODELS
 
 _CELLS = {"gru": nn.GRU, "lstm": nn.LSTM, "relu": nn.RNN, "tanh": nn.RNN}
+_IMPLS = ("auto", "library", "elman")
+
+
+class _ElmanScan(torch.autograd.Function):
+    """h_t = act(a_t + h_{t-1} W^T) with h_{-1} = 0 over time-major a (L, B, H): the recurrence of
+    nn.RNN's tanh / relu cell, its input projection (and both biases) already in a. The backward
+    walks back in time for dh and forms dW once, as one (H, (L-1)·B) @ ((L-1)·B, H) product,
+    where the library's backward adds L products of inner size B (a third of the step for
+    paper B's RNN of hidden 500q at batch 64: `benchmarks/rnn.py`)."""
+
+    @staticmethod
+    def forward(a: torch.Tensor, w: torch.Tensor, relu: bool) -> torch.Tensor:
+        act_ = torch.relu_ if relu else torch.tanh_
+        h = torch.empty_like(a)                           # (L, B, H)
+        act_(h[0].copy_(a[0]))
+        for t in range(1, a.shape[0]):
+            act_(torch.addmm(a[t], h[t - 1], w.t(), out=h[t]))
+        return h
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.relu = inputs[2]
+        ctx.save_for_backward(output, inputs[1])
+
+    @staticmethod
+    def backward(ctx, gh: torch.Tensor):
+        h, w = ctx.saved_tensors                          # (L, B, H), (H, H)
+        gh = gh.contiguous()
+        dz = torch.empty_like(h)                          # dL/da_t = dL/dz_t
+        slope = (h > 0).to(h.dtype) if ctx.relu else 1 - h * h  # act'(z_t), read off h_t
+        carry = None                                      # dL/dh_t through h_{t+1}
+        for t in range(h.shape[0] - 1, -1, -1):
+            g = gh[t] if carry is None else gh[t] + carry
+            torch.mul(g, slope[t], out=dz[t])
+            if t:
+                carry = dz[t] @ w                          # (B, H)
+        H = h.shape[-1]
+        dw = dz[1:].reshape(-1, H).t() @ h[:-1].reshape(-1, H)  # sum_t dz_t^T h_{t-1}
+        return dz, dw, None
 
 
 class RNN(SeqModel):
+    """`impl` picks how a one-layer tanh / relu network runs on the CPU: 'auto' (the default)
+    takes `_ElmanScan` there and the library (cuDNN) elsewhere; 'library' is nn.RNN always. The
+    same parameters either way; an implementation switch, not part of a run's identity."""
+
     stackable = False  # fused kernels win over a vmapped loop (see SeqModel.stackable)
+    impl = "auto"
+
     def __init__(self, cfg: RNNConfig | LSTMConfig, spec: TaskSpec):
         super().__init__()
         self.cfg = cfg
@@ -31,8 +76,30 @@ class RNN(SeqModel):
         self.readout = nn.Linear(self.dirs * hidden, spec.output_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h, _ = self.rnn(self.embed(x))
+        e = self.embed(x)                                 # (B, L, D)
+        h = self._elman(e) if self._which(e) == "elman" else self.rnn(e)[0]  # (B, L, dirs*H)
         return self.readout(h)
+
+    def _which(self, e: torch.Tensor) -> str:
+        check(self.impl in _IMPLS, "impl", f"must be one of {', '.join(_IMPLS)}, got {self.impl!r}")
+        fits = self.cell in ("tanh", "relu") and self.layers == 1 and e.shape[1] > 0
+        if self.impl == "elman":
+            check(fits, "impl", "'elman' runs a one-layer tanh or relu network on a non-empty sequence")
+            return "elman"
+        return "elman" if self.impl == "auto" and fits and e.device.type == "cpu" else "library"
+
+    def _elman(self, e: torch.Tensor) -> torch.Tensor:
+        """nn.RNN's forward for one tanh / relu layer, with its own parameters, by `_ElmanScan`."""
+        e = e.transpose(0, 1)                             # (L, B, D)
+        outs = []
+        for d in range(self.dirs):
+            sfx = "_reverse" if d else ""
+            w_ih, w_hh = getattr(self.rnn, "weight_ih_l0" + sfx), getattr(self.rnn, "weight_hh_l0" + sfx)
+            b = getattr(self.rnn, "bias_ih_l0" + sfx) + getattr(self.rnn, "bias_hh_l0" + sfx)
+            a = torch.nn.functional.linear(e.flip(0) if d else e, w_ih, b)  # (L, B, H), reversed in time for d = 1
+            h = _ElmanScan.apply(a.contiguous(), w_hh, self.cell == "relu")  # (L, B, H)
+            outs.append(h.flip(0) if d else h)
+        return torch.cat(outs, -1).transpose(0, 1)        # (B, L, dirs*H)
 
     def state_size(self, seq_len: int) -> int:
         # per direction and layer: h (and c for the LSTM)
