@@ -255,6 +255,24 @@ def test_val_curves_give_a_model_one_colour_in_every_panel(tmp_path, monkeypatch
         assert handle.get_color() in colours[text.get_text()]
 
 
+def test_accuracy_figure_tells_two_variants_baselines_apart(tmp_path, monkeypatch):
+    """equality-fig4 draws eq-one's and eq-random's baselines on one axis: each gets its own
+    line style, and the legend names each line by its variant."""
+    from archsep.reporting import plots
+
+    drawn: list = []
+    real = plots.save
+    monkeypatch.setattr(plots, "save", lambda fig, stem: (drawn.append(fig), real(fig, stem))[1])
+    points = [{"label": "A", "N": N, "mean": 0.9, "ci": [0.8, 1.0]} for N in (20, 200)]
+    baselines = [{"variant": v, "N": N, "best": "counts", "best_acc": acc}
+                 for v, acc in (("eq-one", 1.0), ("eq-random", 0.95)) for N in (20, 200)]
+    plots.accuracy_vs_N(points, "x", tmp_path / "a", baselines)
+    lines = {ln.get_label(): ln for ln in drawn[0].axes[0].get_lines() if "baseline" in ln.get_label()}
+    assert sorted(lines) == ["best trivial baseline [eq-one] (counts)", "best trivial baseline [eq-random] (counts)"]
+    assert lines["best trivial baseline [eq-one] (counts)"].get_ydata().tolist() == [1.0, 1.0]
+    assert len({ln.get_linestyle() for ln in lines.values()}) == 2
+
+
 def _dyck(acc: dict, scale: str = "cpu") -> list:
     """Dyck claims at `scale` for accuracies acc[(label, N)] (default 0.999), a small seed-to-seed
     spread."""

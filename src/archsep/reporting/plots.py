@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 MARKERS = "osD^vP*X"
+BASELINE_STYLES = ("--", ":", "-.")  # one per task variant, so two variants' baselines are told apart
 
 
 def plain(text: object, limit: int = 100) -> str:
@@ -196,14 +197,14 @@ def val_curves(cells: list[dict], name: str, stem: Path, target: float | None = 
 def accuracy_vs_N(points: list[dict], name: str, stem: Path, baselines: list[dict] | None = None) -> list[Path]:
     """Mean test accuracy against length N, one line per model (family and width), with the
     t interval over seeds as error bars (none from a single seed), and the task's best trivial
-    baseline at each N as a dashed black line (one per task variant)."""
+    baseline at each N as a black line, dashed, dotted or dash-dotted by task variant."""
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     labels = sorted({p["label"] for p in points})
-    for v in sorted({b["variant"] for b in baselines or []}):
+    for j, v in enumerate(sorted({b["variant"] for b in baselines or []})):
         bs = sorted((b for b in baselines or [] if b["variant"] == v and isinstance(b["N"], (int, float))),
                     key=lambda b: b["N"])
         names = ", ".join(sorted({b["best"] for b in bs}))
-        ax.plot([b["N"] for b in bs], [b["best_acc"] for b in bs], color="k", ls="--", lw=1.0,
+        ax.plot([b["N"] for b in bs], [b["best_acc"] for b in bs], color="k", ls=BASELINE_STYLES[j % 3], lw=1.0,
                 label=plain(f"best trivial baseline{f' [{v}]' if v else ''} ({names})"))
     for k, lab in enumerate(labels):
         ps = [p for p in points if p["label"] == lab and p["mean"] is not None
