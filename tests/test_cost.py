@@ -213,3 +213,31 @@ def test_the_gpu_estimate_saves_launches_only_for_models_the_engine_stacks(monke
         est = cost.estimate(runs, 1)
         alone = sum(cost.run_seconds(c, cost.planned_steps(c))[1] for c in runs)
         assert (est["gpu_s"] < alone * 0.99) == stacks, arch
+
+
+class _FakeSteps:
+    """A step whose durations are given, on a clock that only the steps advance."""
+
+    def __init__(self, durations):
+        self.durations, self.now, self.calls = list(durations), 0.0, 0
+
+    def step(self):
+        self.now += self.durations[min(self.calls, len(self.durations) - 1)]
+        self.calls += 1
+
+    def clock(self):
+        return self.now
+
+
+def test_a_step_cost_never_counts_the_first_full_step_whose_allocations_inflate_it():
+    # a slow model: its first step (allocations) twice its later ones; one later step is timed
+    slow = _FakeSteps([0.77, 0.35, 0.35])
+    times = cost.steady_step_times(slow.step, slow.clock)
+    assert len(times) == 1 and abs(times[0] - 0.35) < 1e-12 and slow.calls == 2
+    # a fast model: TIMED_STEPS later steps, the first never among them
+    fast = _FakeSteps([0.2] + [0.01] * 20)
+    times = cost.steady_step_times(fast.step, fast.clock)
+    assert len(times) == cost.TIMED_STEPS and all(abs(t - 0.01) < 1e-12 for t in times)
+    # in between: steps until they took TIMED_S
+    mid = _FakeSteps([0.5] + [0.1] * 20)
+    assert len(cost.steady_step_times(mid.step, mid.clock)) == 3

@@ -8,7 +8,7 @@ import torch
 
 from archsep.errors import ArchsepError
 from archsep.tasks import make_task
-from archsep.tasks.dyck import REJECT, DFA_TABLE, brute_force_member, decode, dyck_accepts
+from archsep.tasks.dyck import REJECT, DFA_TABLE, Dyck, brute_force_member, decode, dfa_accepts, dyck_accepts
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -29,14 +29,14 @@ def grammar_words(L: int) -> set[str]:
     return memo[L]
 
 
-def dfa_accepted_indices(L: int, chunk: int = 1 << 20) -> set[int]:
-    """Run the DFA on all 4^L strings (string <-> base-4 number, first symbol most significant)."""
+def dfa_accepted_indices(L: int, accepts=dyck_accepts, chunk: int = 1 << 20) -> set[int]:
+    """Run a recogniser on all 4^L strings (string <-> base-4 number, first symbol most significant)."""
     hits: list[torch.Tensor] = []
     powers = 4 ** torch.arange(L - 1, -1, -1)
     for start in range(0, 4**L, chunk):
         idx = torch.arange(start, min(4**L, start + chunk))
         x = (idx.unsqueeze(1) // powers) % 4
-        hits.append(idx[dyck_accepts(x)])
+        hits.append(idx[accepts(x)])
     return set(torch.cat(hits).tolist()) if hits else set()
 
 
@@ -49,22 +49,50 @@ def test_dfa_has_7_live_states_and_an_absorbing_reject():
     assert (DFA_TABLE[REJECT] == REJECT).all()
 
 
-def test_dfa_equals_brute_force_on_every_string_up_to_length_8():
+@pytest.mark.parametrize("accepts", [dfa_accepts, dyck_accepts], ids=["dfa", "vectorised"])
+def test_dfa_equals_brute_force_on_every_string_up_to_length_8(accepts):
     for L in range(0, 9):
         strings = ["".join(p) for p in itertools.product("()[]", repeat=L)]
         x = torch.tensor([["()[]".index(c) for c in s] for s in strings]).reshape(len(strings), L)
-        dfa = dyck_accepts(x).tolist()
+        dfa = accepts(x).tolist()
         assert dfa == [brute_force_member(s) for s in strings], L
 
 
-def test_dfa_accepts_exactly_the_language_for_every_string_up_to_length_12():
-    # exhaustive over all 4^L strings for L <= 12: the DFA's accepted set must be the set of
-    # words the grammar generates, so the DFA agrees with that reference on every string
-    for L in range(1, 13):
+@pytest.mark.parametrize("accepts, longest", [(dfa_accepts, 12), (dyck_accepts, 10)], ids=["dfa", "vectorised"])
+def test_dfa_accepts_exactly_the_language_for_every_string_up_to_length_12(accepts, longest):
+    # exhaustive over all 4^L strings for L <= 12 (10 for the vectorised recogniser, whose
+    # all-positions-at-once tensors make 4^12 rows slow): the recogniser's accepted set must be
+    # the set of words the grammar generates, so it agrees with that reference on every string
+    for L in range(1, longest + 1):
         words = grammar_words(L)
-        assert dfa_accepted_indices(L) == {index_of(w) for w in words}, L
+        assert dfa_accepted_indices(L, accepts) == {index_of(w) for w in words}, L
         assert len(words) == (2 ** (L - 1) if L % 2 == 0 else 0)
         assert all(brute_force_member(w) for w in words)
+
+
+@pytest.mark.parametrize("N", [2, 4, 6, 20, 50, 400])
+def test_dyck_positives_all_at_once_are_the_step_by_step_walk_draw_for_draw(N):
+    """Same numbers from the same seed (the committed Dyck runs stay reproducible): the walk,
+    and the generator's state after it."""
+    task = Dyck(N=N)
+    for seed in range(10):
+        g1, g2 = gen(seed), gen(seed)
+        assert torch.equal(task.positives(33, g1), task.positives_by_step(33, g2)), seed
+        assert torch.equal(torch.rand(3, generator=g1), torch.rand(3, generator=g2))
+
+
+def test_dyck_sample_stream_is_the_step_by_step_one(monkeypatch):
+    """`sample` and `sample_type_swaps` (positives, corruptions, redraws through the recogniser)
+    give the same batches as with the step-by-step walk and the DFA."""
+    import archsep.tasks.dyck as dyck
+
+    task = Dyck(N=40)
+    got = [task.sample(64, gen(s)) for s in range(5)] + [task.sample_type_swaps(64, gen(9))]
+    monkeypatch.setattr(dyck, "dyck_accepts", dfa_accepts)
+    monkeypatch.setattr(Dyck, "positives", Dyck.positives_by_step)
+    ref = [task.sample(64, gen(s)) for s in range(5)] + [task.sample_type_swaps(64, gen(9))]
+    for a, b in zip(got, ref):
+        assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
 
 
 def test_dyck_generated_labels_match_the_oracle_and_are_balanced():

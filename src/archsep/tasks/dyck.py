@@ -63,13 +63,36 @@ REJECT = len(DFA_STACKS)  # 7
 ACCEPT = 0  # the empty stack
 
 
-def dyck_accepts(x: torch.Tensor) -> torch.Tensor:
-    """(..., L) token ids -> (...) bool: membership in bounded Dyck-(2,2), by the DFA."""
+def dfa_accepts(x: torch.Tensor) -> torch.Tensor:
+    """(..., L) token ids -> (...) bool: membership in bounded Dyck-(2,2), by the DFA, one
+    position at a time (the reference `dyck_accepts` is tested against)."""
     table = DFA_TABLE.to(x.device)
     state = torch.zeros(x.shape[:-1], dtype=torch.long, device=x.device)
     for i in range(x.shape[-1]):
         state = table[state, x[..., i].long()]
     return state == ACCEPT
+
+
+def dyck_accepts(x: torch.Tensor) -> torch.Tensor:
+    """(..., L) token ids -> (...) bool: membership in bounded Dyck-(2,2), all positions at once.
+    The depth profile stays in [0, 2] and ends at 0 (`depth_counter_accepts`), and every close
+    has its open's type: the open it closes is the latest open before it that started at the
+    depth the close returns to (between the two the depth stays above it)."""
+    x = x.long()
+    if x.shape[-1] == 0:  # the empty word is in the language
+        return torch.ones(x.shape[:-1], dtype=torch.bool, device=x.device)
+    typ, is_close = x // 2, x % 2
+    after = (1 - 2 * is_close).cumsum(-1)                    # depth after each position
+    before = after - 1 + 2 * is_close                        # depth before it
+    pos = torch.arange(x.shape[-1], device=x.device).expand_as(x)
+    ok = depth_counter_accepts(x)
+    for level in range(MAX_DEPTH):                           # closes returning to depth `level`
+        opens = (is_close == 0) & (before == level)
+        last = torch.where(opens, pos, -1).cummax(-1).values  # latest such open at or before each position
+        closes = (is_close == 1) & (after == level)
+        partner = typ.gather(-1, last.clamp_min(0))
+        ok &= ~(closes & ((last < 0) | (partner != typ))).any(-1)
+    return ok
 
 
 def depth_counter_accepts(x: torch.Tensor, max_depth: int | None = MAX_DEPTH) -> torch.Tensor:
@@ -114,6 +137,40 @@ class Dyck(ClassificationTask):
         return Batch(x, y)
 
     def positives(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """The random walk of the module docstring, all positions at once. Every step changes the
+        depth by one, so before an odd step it is 1 and before an even one 0 or 2: 0 at step 0,
+        then 0 exactly when the odd step before closed. A close at an even step (depth 2) closes
+        the type opened at the step before; a close at an odd step (depth 1) the type opened at
+        the latest even step from depth 0. The uniforms are drawn one step at a time, as the
+        walk reads them, then the last pair's type (`positives_by_step` is the same walk written
+        step by step, and draws the same numbers)."""
+        dev = generator.device
+        N, S = self.N, self.N - 2
+        x = torch.empty(n, N, dtype=torch.long, device=dev)
+        u = torch.stack([torch.rand(n, generator=generator, device=dev) for _ in range(S)]) if S else None  # (S, n)
+        t = torch.randint(0, 2, (n,), generator=generator, device=dev)
+        if u is None:  # N = 2: one uniform pair
+            x[:, 0], x[:, 1] = 2 * t, 2 * t + 1
+            return x
+        ev, od = u[0::2], u[1::2]                             # (S/2, n) each: steps 0, 2, ... and 1, 3, ...
+        od_close, od_type = od >= 2 / 3, (od >= 1 / 3).long()  # depth 1: thirds ('(', '[', close)
+        ev_open = torch.ones_like(od_close)
+        ev_open[1:] = od_close[:-1]                           # depth 0 before an even step, else 2
+        ev_type = (ev >= 0.5).long()
+        prev_od_type = torch.cat([od_type[:1], od_type[:-1]])  # the type the odd step before opened
+        x[:, 0:S:2] = torch.where(ev_open, 2 * ev_type, 2 * prev_od_type + 1).T
+        k = torch.arange(S // 2, device=dev)[:, None]
+        last_open = torch.where(ev_open, k, -1).cummax(0).values  # latest even step from depth 0 (step 0 is one)
+        bottom = ev_type.gather(0, last_open)                 # the type open at depth 1, at each odd step
+        x[:, 1:S:2] = torch.where(od_close, 2 * bottom + 1, 2 * od_type).T
+        at2 = ~od_close[-1]                                   # depth after the walk: 2 unless its last step closed
+        x[:, N - 2] = torch.where(at2, 2 * od_type[-1] + 1, 2 * t)
+        x[:, N - 1] = torch.where(at2, 2 * bottom[-1] + 1, 2 * t + 1)
+        return x
+
+    def positives_by_step(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """`positives` written one step at a time with an explicit stack (the reference it is
+        tested against)."""
         dev = generator.device
         N = self.N
         x = torch.empty(n, N, dtype=torch.long, device=dev)
