@@ -92,3 +92,17 @@ def test_describe_an_unknown_name_is_one_line_and_imports_nothing(capsys):
     import sys
 
     assert "this" not in sys.modules
+
+
+def test_only_keeps_a_comma_inside_a_label_and_plans_the_presets_own_runs():
+    """`--only "TF-(1,64),LSTM-64"` names two arms (a comma inside brackets is part of the
+    label), and plans exactly the preset's runs of those arms, with their ids."""
+    from archsep.cli import split_labels
+    from archsep.experiments import plan
+
+    assert split_labels("TF-(1,64), LSTM-64,") == ["TF-(1,64)", "LSTM-64"]
+    assert split_labels("TF,FFN") == ["TF", "FFN"] and split_labels("TF-(2,64) [eq-one]") == ["TF-(2,64) [eq-one]"]
+    whole = plan.from_experiment("dyck-fig2", "paper-n").configs
+    part = plan.from_experiment("dyck-fig2", "paper-n", None, None, split_labels("TF-(1,64),LSTM-64")).configs
+    assert {c.label for c in part} == {"TF-(1,64)", "LSTM-64"}
+    assert [c.run_id for c in part] == [c.run_id for c in whole if c.label in ("TF-(1,64)", "LSTM-64")]

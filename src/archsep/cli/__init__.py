@@ -28,10 +28,23 @@ def _positive_int(field: str):
     return parse
 
 
+def split_labels(text: str) -> list[str]:
+    """Comma-separated labels; a comma inside brackets belongs to its label (TF-(1,64))."""
+    out, cur, depth = [], "", 0
+    for ch in text:
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+            continue
+        depth += (ch in "([") - (ch in ")]")
+        cur += ch
+    return [x.strip() for x in out + [cur] if x.strip()]
+
+
 def _labels(field: str):
     """A comma-separated list of at least one label ('' is an unset shell variable, not 'all')."""
     def parse(text: str) -> list[str]:
-        out = [x.strip() for x in text.split(",") if x.strip()]
+        out = split_labels(text)
         if not out:
             raise argparse.ArgumentTypeError(f"{field}: expected one or more architecture labels (e.g. TF,FFN), "
                                              f"got {text!r}")
