@@ -149,3 +149,6 @@ def test_the_elman_path_is_taken_only_where_it_fits():
     deep.impl = "elman"
     with pytest.raises(ArchsepError, match="impl"):
         deep(b.x)
+    tanh = make_model_config("rnn", cell="tanh", hidden=8).build(task.spec)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # train.precision = "bf16": the library's casts
+        assert tanh._which(b.x) == "library" and tanh(b.x).dtype == torch.bfloat16

@@ -57,7 +57,7 @@ class _ElmanScan(torch.autograd.Function):
 
 class RNN(SeqModel):
     """`impl` picks how a one-layer tanh / relu network runs on the CPU: 'auto' (the default)
-    takes `_ElmanScan` there and the library (cuDNN) elsewhere; 'library' is nn.RNN always. The
+    takes `_ElmanScan` there (outside bf16 autocast) and the library (cuDNN) elsewhere; 'library' is nn.RNN always. The
     same parameters either way; an implementation switch, not part of a run's identity."""
 
     stackable = False  # fused kernels win over a vmapped loop (see SeqModel.stackable)
@@ -86,7 +86,8 @@ class RNN(SeqModel):
         if self.impl == "elman":
             check(fits, "impl", "'elman' runs a one-layer tanh or relu network on a non-empty sequence")
             return "elman"
-        return "elman" if self.impl == "auto" and fits and e.device.type == "cpu" else "library"
+        cpu = e.device.type == "cpu" and not torch.is_autocast_enabled("cpu")  # bf16 autocast: the library's casts
+        return "elman" if self.impl == "auto" and fits and cpu else "library"
 
     def _elman(self, e: torch.Tensor) -> torch.Tensor:
         """nn.RNN's forward for one tanh / relu layer, with its own parameters, by `_ElmanScan`."""
