@@ -57,8 +57,9 @@ class _ElmanScan(torch.autograd.Function):
 
 class RNN(SeqModel):
     """`impl` picks how a one-layer tanh / relu network runs on the CPU: 'auto' (the default)
-    takes `_ElmanScan` there (outside bf16 autocast) and the library (cuDNN) elsewhere; 'library' is nn.RNN always. The
-    same parameters either way; an implementation switch, not part of a run's identity."""
+    takes `_ElmanScan` there (outside bf16 autocast) and the library (cuDNN) elsewhere;
+    'library' is nn.RNN always. The same parameters either way; an implementation switch, not
+    part of a run's identity."""
 
     stackable = False  # fused kernels win over a vmapped loop (see SeqModel.stackable)
     impl = "auto"

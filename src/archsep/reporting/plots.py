@@ -204,7 +204,8 @@ def accuracy_vs_N(points: list[dict], name: str, stem: Path, baselines: list[dic
         bs = sorted((b for b in baselines or [] if b["variant"] == v and isinstance(b["N"], (int, float))),
                     key=lambda b: b["N"])
         names = ", ".join(sorted({b["best"] for b in bs}))
-        ax.plot([b["N"] for b in bs], [b["best_acc"] for b in bs], color="k", ls=BASELINE_STYLES[j % 3], lw=1.0,
+        ax.plot([b["N"] for b in bs], [b["best_acc"] for b in bs], color="k",
+                ls=BASELINE_STYLES[j % len(BASELINE_STYLES)], lw=1.0,
                 label=plain(f"best trivial baseline{f' [{v}]' if v else ''} ({names})"))
     for k, lab in enumerate(labels):
         ps = [p for p in points if p["label"] == lab and p["mean"] is not None
