@@ -58,6 +58,47 @@ def test_a_tiny_preset_end_to_end_writes_every_output(tmp_path, monkeypatch, cap
     assert "alpha[TF]" in capsys.readouterr().out
 
 
+def test_at_runs_some_points_and_the_whole_preset_reuses_them(tmp_path, monkeypatch, capsys):
+    """`--at 2` trains the runs at N = 2 only (those of the whole preset, same ids); the whole
+    preset into the same --out then trains only the rest and keeps the first ones' numbers."""
+    monkeypatch.setitem(PRESETS._items, "tiny", Tiny)
+    args = ["reproduce", "tiny", "--quick", "--out", str(tmp_path), "--workers", "1", "--no-progress"]
+    assert main(args + ["--at", "2"]) == 0
+    part = pd.read_csv(tmp_path / "runs.csv")
+    assert len(part) == 4 and set(part.N) == {2}
+    assert main(args) == 0
+    whole = pd.read_csv(tmp_path / "runs.csv")
+    assert len(whole) == 8 and set(whole.N) == {2, 3}
+    cols = ["run_id", "samples", "censored", "best_metric", "wall_s"]  # wall_s: reused, not trained again
+    pd.testing.assert_frame_equal(whole[whole.N == 2][cols].sort_values("run_id").reset_index(drop=True),
+                                  part[cols].sort_values("run_id").reset_index(drop=True))
+
+
+def test_at_plans_each_presets_own_runs_at_those_points():
+    """For every registered preset with an axis, `at` keeps exactly the whole plan's runs at that
+    point (same ids); a point not planned, or a preset without an axis, is one error naming --at."""
+    from archsep.errors import ArchsepError
+    from archsep.experiments import EXPERIMENTS, plan
+
+    for name in EXPERIMENTS.names():
+        exp = EXPERIMENTS.get(name)()
+        whole = plan.from_experiment(name, "quick").configs
+        if exp.axis is None:
+            with pytest.raises(ArchsepError) as e:
+                plan.from_experiment(name, "quick", at=[2])
+            assert e.value.field == "at" and "no single axis" in str(e.value), name
+            continue
+        points = sorted({c.task_params[exp.axis] for c in whole})
+        part = plan.from_experiment(name, "quick", at=[points[0]])
+        assert [c.run_id for c in part.configs] == [c.run_id for c in whole
+                                                    if c.task_params[exp.axis] == points[0]], name
+        assert 0 < len(part.configs) < len(whole) or len(points) == 1, name
+        assert part.name.split("-only=")[0] == plan.from_experiment(name, "quick").name
+        with pytest.raises(ArchsepError) as e:
+            plan.from_experiment(name, "quick", at=[max(points) + 1000])
+        assert e.value.field == "at" and ", ".join(map(str, points)) in str(e.value), name
+
+
 def test_list_names_the_registered_things(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out

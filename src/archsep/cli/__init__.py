@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sqlite3
 import sys
 from typing import NoReturn
@@ -12,6 +13,8 @@ from ..fileio import path_arg
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, no usage dump
+        # argparse says "argument --at: --at: expected ..." for a type's own message that names its flag
+        message = re.sub(r"^argument (\S+): \1: ", r"\1: ", message)
         print(f"archsep: error: {printable(message)}", file=sys.stderr)
         raise SystemExit(2)
 
@@ -50,6 +53,19 @@ def _labels(field: str):
                                              f"got {text!r}")
         return out
     return parse
+
+
+def _axis_values(text: str) -> list[int]:
+    """A comma-separated list of at least one integer point of a figure's axis (e.g. 1,2)."""
+    parts = [x.strip() for x in text.split(",") if x.strip()]
+    try:
+        out = [int(x) for x in parts]
+    except ValueError:
+        out = []
+    if not out:
+        raise argparse.ArgumentTypeError(f"--at: expected one or more integers (points of the figure's axis, "
+                                         f"e.g. 1,2), got {text!r}")
+    return list(dict.fromkeys(out))
 
 
 def add_scale_args(p: argparse.ArgumentParser) -> None:
@@ -91,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--only", type=_labels("--only"),
                    help="only these architectures of the preset, by label (e.g. TF,FFN); the others can "
                         "be added later into the same --out")
+    r.add_argument("--at", type=_axis_values,
+                   help="only the runs at these points of the figure's axis (N, or q for qstr-fig3), e.g. 1,2; "
+                        "the others can be added later into the same --out")
     r.add_argument("--log", help="also record each finished run in mlflow | tensorboard (under --out)")
     r.add_argument("--dry-run", action="store_true",
                    help="run nothing: print the runs' FLOPs and estimated time here and on a GPU")
@@ -124,11 +143,11 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     if a.dry_run:
         from .sweep import print_costs
 
-        s = plan_sweep(exp, scale, a.device, overrides, a.only)
+        s = plan_sweep(exp, scale, a.device, overrides, a.only, a.at)
         print(f"{s.name}: {len(s.configs)} run(s); estimating their cost", flush=True)  # the count first
         print_costs(s.name, s.configs, a.out or default_out(a.preset, scale, overrides), a.workers)
         return 0
-    summary = reproduce(exp, scale, launch, overrides, a.only)
+    summary = reproduce(exp, scale, launch, overrides, a.only, at=a.at)
     print(exp.summary_text(summary))
     return errors_exit(summary.results, summary.out)
 
@@ -151,7 +170,7 @@ COMMANDS["construct"] = cmd_construct
 # the library's field names (ArchsepError.field) that the command line sets by a flag or an argument
 FLAG_OF = {"out": "--out", "executor": "--executor", "address": "--address", "workers": "--workers",
            "set": "--set", "format": "--format", "scale": "--scale", "import": "--import", "only": "--only",
-           "log": "--log", "store": "DIR", "sweep_file": "FILE", "dest": "-o", "file": "FILE"}
+           "at": "--at", "log": "--log", "store": "DIR", "sweep_file": "FILE", "dest": "-o", "file": "FILE"}
 
 
 def as_flags(e: ArchsepError) -> str:

@@ -26,6 +26,9 @@ class Experiment(abc.ABC):
     scales: ClassVar[tuple[str, ...]] = ("quick", "full")
     runtime: ClassVar[dict[str, str]] = {}  # scale -> measured wall time on this project's machine
     separations: ClassVar[tuple[tuple[str, str], ...]] = ()  # (better, worse) labels, for sweeps' reports
+    # the task parameter the figure's points lie along (N, or q for paper B's Figure 3), which
+    # `--at` chooses among; None: the figure has no single axis (a construction, a trained model)
+    axis: ClassVar[str | None] = None
 
     def check_scale(self, scale: str) -> str:
         if scale not in self.scales:

@@ -29,21 +29,24 @@ def load(spec: str | Path, scale: str = "full", device: str | None = None,
 
 
 def from_experiment(name: str, scale: str = "full", device: str | None = None,
-                    overrides: dict[str, Any] | None = None, only: list[str] | None = None) -> Sweep:
+                    overrides: dict[str, Any] | None = None, only: list[str] | None = None,
+                    at: list[int] | None = None) -> Sweep:
     """The runs of a registered experiment (a preset) at one scale, as a sweep: `archsep sweep P`
     and `archsep reproduce P` plan exactly the same runs. `overrides` ({"train.weight_decay":
     0.1, ...}) sets a field of every run; `only` keeps the runs of these architecture labels
     (the same runs, same ids, as in the whole preset: the rest can be added later into the
-    same store)."""
+    same store); `at` keeps the runs at these values of the figure's axis (`Experiment.axis`,
+    e.g. N, or q for Figure 3), likewise."""
     try:
         exp = EXPERIMENTS.get(name)()
     except ArchsepError as e:
         raise ArchsepError(f"{e} (or give a sweep file ending in .toml)") from None
-    return plan_sweep(exp, scale, device, overrides, only)
+    return plan_sweep(exp, scale, device, overrides, only, at)
 
 
 def plan_sweep(exp: Experiment, scale: str = "full", device: str | None = None,
-               overrides: dict[str, Any] | None = None, only: list[str] | None = None) -> Sweep:
+               overrides: dict[str, Any] | None = None, only: list[str] | None = None,
+               at: list[int] | None = None) -> Sweep:
     """`from_experiment` of an experiment already built."""
     name = exp.registry_name
     exp.check_scale(scale)
@@ -52,8 +55,11 @@ def plan_sweep(exp: Experiment, scale: str = "full", device: str | None = None,
         configs = override_plan(configs, overrides, name)
     if only:
         configs = select_labels(configs, only)
+    if at:
+        configs = select_at(configs, at, exp.axis, name)
+    part = ";".join(([",".join(only)] if only else []) + ([f"{exp.axis}={','.join(map(str, at))}"] if at else []))
     full_name = (name if scale == "full" else f"{name}-{scale}") + override_suffix(overrides) \
-        + (f"-only={','.join(only)}" if only else "")
+        + (f"-only={part}" if part else "")
     analysis: dict[str, Any] = {"separations": [list(s) for s in exp.separations], "scale": scale}
     source = to_toml(configs, name=full_name, analysis=analysis, description=f"preset {name} --scale {scale}")
     if overrides:  # kept with the sweep in the store (not in its TOML): the preset's analysis re-plans with them
@@ -143,6 +149,21 @@ def select_labels(configs: list[RunConfig], only: list[str]) -> list[RunConfig]:
         if name not in labels:
             raise ArchsepError.at("only", f"unknown architecture label '{name}'; this preset has: {', '.join(labels)}")
     return [c for c in configs if c.arm in only]
+
+
+def select_at(configs: list[RunConfig], at: list[int], axis: str | None, preset: str = "PRESET") -> list[RunConfig]:
+    """The runs at these values of the preset's axis (task_params[axis]): the same runs, same
+    ids, as in the whole preset, so a long preset can be run a few points at a time into one
+    store (e.g. Figure 3's RNN one q at a time)."""
+    if axis is None:
+        raise ArchsepError.at("at", f"preset {preset} has no single axis to choose points on; use --only, or a "
+                                    "sweep file")
+    planned = sorted({c.task_params[axis] for c in configs if axis in c.task_params})
+    for x in at:
+        if x not in planned:
+            raise ArchsepError.at("at", f"{axis}={x} is not planned; preset {preset} plans {axis} = "
+                                        f"{', '.join(map(str, planned))}")
+    return [c for c in configs if c.task_params.get(axis) in at]
 
 
 def override_suffix(overrides: dict[str, Any] | None) -> str:

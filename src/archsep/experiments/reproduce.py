@@ -82,17 +82,19 @@ def check_out(out_dir: Path, outputs: str | None = None) -> None:
 
 
 def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None = None,
-              overrides: dict | None = None, only: list[str] | None = None, **options) -> Summary:
+              overrides: dict | None = None, only: list[str] | None = None, at: list[int] | None = None,
+              **options) -> Summary:
     """Run experiment `name` (or an experiment already built) at `scale`, with `overrides` of
-    every run's fields (e.g. {"train.weight_decay": 0.1}) and `only` some of its architectures
-    (e.g. ["TF", "FFN"]); returns its summary (also written to OUT). How it runs is `launch`
+    every run's fields (e.g. {"train.weight_decay": 0.1}), `only` some of its architectures
+    (e.g. ["TF", "FFN"]) and `at` some points of its axis (e.g. [1, 2]); returns its summary
+    (also written to OUT). How it runs is `launch`
     (`runs.launch.Launch`), or its fields as keyword arguments: out, workers, device, progress,
     executor, address, retry_errors, log."""
     exp = EXPERIMENTS.get(name)() if isinstance(name, str) else name
     name = exp.registry_name
     launch = (launch or Launch(**options)).check()
     # registered in the store: `archsep status OUT` sees the plan
-    sweep = plan_sweep(exp, scale, launch.device, overrides, only)
+    sweep = plan_sweep(exp, scale, launch.device, overrides, only, at)
     out_dir = launch.out if launch.out is not None else default_out(name, scale, overrides)
     if out_dir.is_dir():
         check_out(out_dir, outputs_name(name, scale, overrides))

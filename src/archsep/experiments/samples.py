@@ -77,7 +77,7 @@ class SampleComplexityExperiment(Experiment):
     # (labels, lengths, factor): claim that these arms' means under the authors' held-out
     # protocol are within `factor` of the published means at these lengths
     matches_published: tuple | None = None
-    axis: str = "N"  # the task parameter the figure varies (its values are Scale.Ns)
+    axis: ClassVar[str] = "N"  # the task parameter the figure varies (its values are Scale.Ns)
     flat: tuple[str, ...] = ()  # labels whose exponent's CI should lie below FLAT_ALPHA (no more than linear)
     growing: tuple[str, ...] = ()  # labels whose exponent's CI should lie above 0
 

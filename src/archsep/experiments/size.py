@@ -19,6 +19,7 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from ..analysis.size import CellKey, accuracy_table, size_points
 from ..analysis.size import select as select  # re-exported: the presets' selection rule
@@ -177,6 +178,7 @@ class SizeExperiment(Experiment):
     task: str
     full: SizeScale
     quick: SizeScale
+    axis: ClassVar[str | None] = "N"  # cells lie along the length N (and the width)
 
     def cells(self, scale: str, device: str = "auto") -> list[Cell]:
         s = self.scale(scale)
