@@ -323,7 +323,7 @@ def _cpu_claims(exp, default, acc: dict, scale: str = "cpu") -> list:
 
 
 def _assert_can_fail(exp, claims, tf: str, hi: int, level: str, dead: str, dead_acc: float, lo: int = 20,
-                     variant: str = "") -> None:
+                     variant: str = "", scale: str = "cpu") -> None:
     """The three results a fair size claim must not call held, fed to `claims(acc)`: `level` as
     good as the Transformer at `hi` is not below it; `dead`, which never learned even at `lo`,
     gets no verdict; the Transformer at the best trivial baseline of the task (its `variant`) at
@@ -332,7 +332,7 @@ def _assert_can_fail(exp, claims, tf: str, hi: int, level: str, dead: str, dead_
     assert o.held is False
     [o] = [c for c in claims({(dead, lo): dead_acc}) if c.kind == "ordering" and dead in c.values]
     assert o.held is None and "did not train" in o.text
-    base = next(b for b in exp.analyze(_fake_size_results(exp, "cpu", lambda lab, N: 0.9), "cpu").data["baselines"]
+    base = next(b for b in exp.analyze(_fake_size_results(exp, scale, lambda lab, N: 0.9), scale).data["baselines"]
                 if b["N"] == hi and b["variant"] == variant)["best_acc"]
     [b] = [c for c in claims({(tf, hi): base}) if c.kind == "baseline"]
     assert b.held is False
@@ -354,6 +354,29 @@ def test_lookup_cpu_is_one_protocol_with_every_named_arm_and_its_claims_can_fail
     assert all(c.held for c in good), [c.text for c in good if not c.held]
     assert {c.kind for c in good} == {"control", "baseline", "ordering"} and len(good) == 6 + 1 + 5
     _assert_can_fail(exp, _lookup_cpu, "TF-(1,64)", 100, level="RetNet-64", dead="Mamba-64", dead_acc=0.3)
+
+
+def test_lookup_paper_n_reaches_400_under_one_protocol_and_its_claims_can_fail():
+    """The paper's N = 400 for the headline cells (TF-(1,64) against LSTM-64, Mamba-64, RetNet-64):
+    the cpu scale's claims plus the paper's "near-perfect at 400", each able to fail."""
+    exp = PRESETS.get("lookup-fig2")()
+    s = exp.scale("paper-n")
+    assert s.unequal() == [] and s.seeds >= 3 and len(s.lrs) >= 2 and max(s.Ns) == 400
+    assert set(s.labels()) == {"TF-(1,64)", "LSTM-64", "Mamba-64", "RetNet-64"}
+
+    def claims(acc: dict) -> list:
+        return _cpu_claims(exp, lambda label, N: 0.99 if N == 20 or label == "TF-(1,64)" else 0.05, acc, "paper-n")
+
+    good = claims({})
+    assert all(c.held for c in good), [c.text for c in good if not c.held]
+    assert [c.kind for c in good].count("ordering") == 3 and len(good) == 4 + 1 + 3 + 1
+    _assert_can_fail(exp, claims, "TF-(1,64)", 400, level="RetNet-64", dead="Mamba-64", dead_acc=0.3, scale="paper-n")
+    # far above the trivial baseline but short of near-perfect: the paper's statement does not hold
+    [t] = [c for c in claims({("TF-(1,64)", 400): 0.8}) if c.kind == "threshold"]
+    assert t.held is False and "N=400" in t.text
+    # a Transformer that did not train at N = 20: no verdict
+    [t] = [c for c in claims({("TF-(1,64)", 20): 0.3}) if c.kind == "threshold"]
+    assert t.held is None
 
 
 def test_mamba_width_cpu_is_one_protocol_and_its_claims_can_fail():

@@ -29,12 +29,21 @@ class LookupFig2(SizeExperiment):
     cpu = SizeScale(Ns=(20, 100), archs=(tf(1, (64,), heads=1), lstm((64,)), mamba((64,)), dss((64,)),
                                          retnet((64,)), linear_tf((64,))),
                     lrs=(1e-3, 3e-4), steps=8000, eval_every=250, val_size=1000, test_size=2000, seeds=3)
+    # paper-n: the paper's longest length on 2 cores for the headline cells, TF-(1,64) against
+    # LSTM-64, Mamba-64 and RetNet-64, under the cpu scale's protocol with dyck-fig2 paper-n's
+    # 12k-step budget (TF-(1,64) was still rising at 8k steps at N = 100): one budget and lr grid
+    # {1e-3, 3e-4} for all, 3 seeds, N = 20 (the controls) and 400. The recurrent arms' controls
+    # failed at N = 20 even with 40k steps (docs/results/lookup-controls/), so their claims at 400
+    # are expected to read "no verdict"; TF-(1,64)'s, near-perfect at N = 400 in the paper, are
+    # the measurement
+    paper_n = SizeScale(Ns=(20, 400), archs=(tf(1, (64,), heads=1), lstm((64,)), mamba((64,)), retnet((64,))),
+                        lrs=(1e-3, 3e-4), steps=12_000, eval_every=250, val_size=1000, test_size=2000, seeds=3)
     # the arms the paper has degrade beyond N = 100 (LSTM near chance there)
     recurrent = ("LSTM-64", "Mamba-64", "DSS-64", "RetNet-64", "LinTF-64")
-    scales = ("quick", "cpu", "full")
+    scales = ("quick", "cpu", "paper-n", "full")
 
     def claims(self, table: dict, s: SizeScale) -> list[Claim]:
-        if self.scale_name(s) == "cpu":
+        if self.scale_name(s) in ("cpu", "paper-n"):
             return self.fair_claims(s)
         N = 100 if 100 in s.Ns else max(s.Ns)
         t, l_ = self.acc(table, "TF-(1,64)", N, 64), self.acc(table, "LSTM-64", N, 64)
@@ -46,5 +55,9 @@ class LookupFig2(SizeExperiment):
 
     def fair_claims(self, s: SizeScale) -> list[Claim]:
         """Each arm's positive control at the shortest length; at the longest, TF-(1,64) above the
-        best trivial baseline and every recurrent arm below it (`SizeExperiment.versus`)."""
-        return self.versus(s, "TF-(1,64)", self.recurrent)
+        best trivial baseline and every recurrent arm of the scale below it (`SizeExperiment.versus`);
+        at the paper's N = 400 also the paper's own statement, TF-(1,64) near-perfect (>= 95%) there."""
+        out = self.versus(s, "TF-(1,64)", tuple(lab for lab in self.recurrent if lab in s.labels()))
+        if max(s.Ns) >= 400:
+            out.append(self.reaches("TF-(1,64)", max(s.Ns), out[0]))
+        return out
