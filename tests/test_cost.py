@@ -76,6 +76,31 @@ def _fresh(monkeypatch, tmp_path):
     monkeypatch.setenv("ARCHSEP_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cost, "_STEPS", {})
     monkeypatch.setattr(cost, "_HOW", {})
+    monkeypatch.setattr(cost, "_BUSY", {})
+    monkeypatch.setattr(cost, "_load", lambda: 0.0)  # an idle machine, whatever else runs beside the tests
+
+
+def test_a_time_measured_on_a_busy_machine_is_used_said_and_never_kept(monkeypatch, tmp_path):
+    """Timed while other work keeps every core busy, a step measures the contention too: the dry
+    run uses it (an upper bound) and says so, but the cache does not keep it, so a later dry run on
+    the idle machine times the step again rather than reading the busy time as this machine's."""
+    import os
+
+    _fresh(monkeypatch, tmp_path)
+    configs = EXPERIMENTS.get("qstr-fig1a")().plan("quick")[:3]
+    monkeypatch.setattr(cost, "_load", lambda: float(os.cpu_count() or 1))
+    busy = cost.estimate(configs)
+    assert busy["shapes"]["timed"] >= 1 and busy["busy_load"] == float(os.cpu_count() or 1)
+    assert "upper bounds, and were not kept" in cost.report("x", busy)
+    assert not (tmp_path / cost.CACHE_NAME).exists() or cost._read_cache() == {}
+    # a new process on the idle machine: times them again, says nothing of load, keeps them
+    monkeypatch.setattr(cost, "_STEPS", {})
+    monkeypatch.setattr(cost, "_HOW", {})
+    monkeypatch.setattr(cost, "_BUSY", {})
+    monkeypatch.setattr(cost, "_load", lambda: 0.0)
+    idle = cost.estimate(configs)
+    assert idle["shapes"]["timed"] == busy["shapes"]["timed"] and idle["busy_load"] is None
+    assert "not kept" not in cost.report("x", idle) and len(cost._read_cache()) == idle["shapes"]["timed"]
 
 
 def test_a_step_cost_ignores_the_seed_and_lr_and_a_family_times_only_its_shortest_lengths(monkeypatch, tmp_path):

@@ -65,6 +65,10 @@ class StepCost:
 _STEPS: dict[str, StepCost] = {}  # by cost_key: measured in this process, read from the cache, or extrapolated
 _TRAIN: dict[str, StepCost] = {}  # by cost_key, tasks trained on variable lengths: the mean training step
 _HOW: dict[str, str] = {}  # by cost_key: "timed", "cached" or "extrapolated"
+# by cost_key: the load (1-minute average) on a machine whose every core was busy with other work
+# when the shape was timed; such a time measures the contention too, so it is used (an upper
+# bound) but never kept in the cache, where it would pass for this machine's own on a later run
+_BUSY: dict[str, float] = {}
 _FLOPS_EST: dict[str, float] = {}  # by cost_key: counted (the three shortest of a family) or extrapolated
 CACHE_NAME = "step-costs.json"
 # the shortest lengths of a family that are timed; the longer ones are extrapolated from the two
@@ -163,6 +167,7 @@ def step_costs(configs: Sequence[RunConfig], measure: bool = True, workers: int 
         and cost_key(cfg) not in _STEPS and cost_key(cfg) not in cached]
     if todo and not measure:
         return None  # a shape nobody has timed: the caller does without
+    load = _load() if todo else 0.0
     _measure(todo, workers)
     for by_N in families.values():
         Ns = sorted(by_N, key=lambda n: -1.0 if n is None else n)
@@ -181,7 +186,7 @@ def step_costs(configs: Sequence[RunConfig], measure: bool = True, workers: int 
             key = cost_key(cfg)
             if key in _STEPS:
                 sc = _STEPS[key]
-                if _HOW.get(key) == "timed" and key not in cached:  # timed by _measure: keep it
+                if _HOW.get(key) == "timed" and key not in cached and key not in _BUSY:  # timed by _measure
                     new[key] = [sc.cpu_s, sc.eval_s, sc.ops, sc.flops]
             elif key in cached:
                 cpu_s, eval_s, ops = cached[key][:3]
@@ -207,6 +212,9 @@ def step_costs(configs: Sequence[RunConfig], measure: bool = True, workers: int 
                                          flops=sc.flops * _length_factor(by_N[N], p_f))
             out[key] = _TRAIN[key] = sc
             _FLOPS_EST[key] = sc.flops
+    if load >= (os.cpu_count() or 1) - 0.5:  # every core was busy with other work: use, never keep
+        _BUSY.update({k: load for k in new})
+        new = {}
     _write_cache(new)
     return out
 
@@ -331,14 +339,18 @@ def _measure(cfgs: list[RunConfig], workers: int) -> None:
             record_count(c, sc.flops, sc.ops, longest=True)
 
 
+def _load() -> float:
+    """The 1-minute load average (0 where the system does not say)."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return 0.0
+
+
 def _idle_cores() -> int:
     """Cores not busy with other work (by the 1-minute load average): timing beside another
     job's processes would measure the contention, not the step."""
-    try:
-        load = os.getloadavg()[0]
-    except (OSError, AttributeError):
-        return 1
-    return max(1, (os.cpu_count() or 1) - round(load))
+    return max(1, (os.cpu_count() or 1) - round(_load()))
 
 
 def _shape_key(cfg: RunConfig) -> str:
@@ -531,6 +543,7 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
             "cpu_core_s": sum(a.cpu_s for a in by_label.values()), "cpu_wall_s": max(loads) if batches else 0.0,
             "workers": max(1, workers), "gpu_s": max(gpu_wall, 0.0), "measure_s": measure_s,
             "shapes": {h: sum(v == h for v in how.values()) for h in ("timed", "cached", "extrapolated")},
+            "busy_load": max((_BUSY[k] for k in costs if k in _BUSY and how[k] == "timed"), default=None),
             "cache": str(cache_file() or ""),
             "train_flops": sum(a.train_flops for a in by_label.values()), "gpu": GPU["name"]}
 
@@ -561,4 +574,8 @@ def report(name: str, est: dict) -> str:
                  f"{shapes.get('cached', 0)} from the cache{' ' + est['cache'] if est.get('cache') else ''}, "
                  f"{shapes.get('extrapolated', 0)} extrapolated from shorter N; {est['measure_s']:.0f} s in all. "
                  "A GPU's time is a model: operators x launch cost + FLOPs at a sustained rate)")
+    if est.get("busy_load") is not None:
+        lines.append(f"  (timed while other work kept every core busy, load {est['busy_load']:.1f} on "
+                     f"{os.cpu_count() or 1} cores: the CPU times are upper bounds, and were not kept in the cache; "
+                     "run --dry-run again on an idle machine for this machine's own)")
     return "\n".join(lines)
