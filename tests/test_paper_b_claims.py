@@ -138,3 +138,21 @@ def test_figure_2_claims_fail_for_a_matrix_left_at_its_initialisation():
                   curve=[(6400, 0.9), (12800, 0.9)], extra={"probes": [{"qk": M0.tolist()}] * 2})
     claims = {c.kind: c for c in exp.analyze([r], "quick").claims}
     assert claims["concentration"].held is False and claims["alignment"].held is False
+
+
+def test_figure_3_names_in_its_legends_only_the_arms_it_draws(tmp_path, monkeypatch):
+    """Run with --only TF,FFN (the RNN to come), Figure 3's legends named an RNN line and an RNN/TF
+    ratio that were not drawn; each legend entry is a line or ratio drawn from runs."""
+    from archsep.reporting import plots
+
+    drawn: list = []
+    real = plots.save
+    monkeypatch.setattr(plots, "save", lambda fig, stem: (drawn.append(fig), real(fig, stem))[1])
+    exp = EXPERIMENTS.get("qstr-fig3")()
+    rs = [RunResult(c.run_id, c.to_dict(), "ok", (1000 if c.label == "TF" else 3000) * c.task_params["q"] * (1 + c.seed),
+                    640, 0.8, 0.8) for c in exp.plan("quick", "cpu") if c.label in ("TF", "FFN")]
+    s = exp.analyze(rs, "quick")
+    exp.figures(s, tmp_path)
+    ax, bx = drawn[0].axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["TF, mean", "FFN, mean"]
+    assert [t.get_text() for t in bx.get_legend().get_texts()] == ["FFN / TF"]

@@ -75,6 +75,8 @@ class Fig3(SampleComplexityExperiment):
         fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.6, 3.8), layout="constrained")
         for k, lab in enumerate(("TF", "RNN", "FFN")):
             runs = [r for r in summary.results if (r.config.get("label") or r.config["arch"]) == lab]
+            if not runs:  # an arm not run (yet: --only): no legend entry for lines that are not drawn
+                continue
             for r in runs:
                 ax.plot(r.config["task_params"]["q"], r.samples if r.samples else float("nan"),
                         "^" if r.censored else "o", color=f"C{k}", alpha=0.4, mfc="none" if r.censored else f"C{k}")
