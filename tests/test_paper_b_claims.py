@@ -149,8 +149,8 @@ def test_figure_3_names_in_its_legends_only_the_arms_it_draws(tmp_path, monkeypa
     real = plots.save
     monkeypatch.setattr(plots, "save", lambda fig, stem: (drawn.append(fig), real(fig, stem))[1])
     exp = EXPERIMENTS.get("qstr-fig3")()
-    rs = [RunResult(c.run_id, c.to_dict(), "ok", (1000 if c.label == "TF" else 3000) * c.task_params["q"] * (1 + c.seed),
-                    640, 0.8, 0.8) for c in exp.plan("quick", "cpu") if c.label in ("TF", "FFN")]
+    rs = [RunResult(c.run_id, c.to_dict(), "ok", (1000 if c.label == "TF" else 3000) * c.task_params["q"]
+                    * (1 + c.seed), 640, 0.8, 0.8) for c in exp.plan("quick", "cpu") if c.label in ("TF", "FFN")]
     s = exp.analyze(rs, "quick")
     exp.figures(s, tmp_path)
     ax, bx = drawn[0].axes
