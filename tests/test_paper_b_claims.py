@@ -156,3 +156,18 @@ def test_figure_3_names_in_its_legends_only_the_arms_it_draws(tmp_path, monkeypa
     ax, bx = drawn[0].axes
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["TF, mean", "FFN, mean"]
     assert [t.get_text() for t in bx.get_legend().get_texts()] == ["FFN / TF"]
+
+
+def test_figure_3_mse05_is_the_full_design_at_threshold_0_5():
+    """The MSE < 0.5 diagnostic runs exactly the full scale's runs but for the threshold, and its
+    claims name the threshold they were measured at."""
+    import dataclasses
+
+    exp = EXPERIMENTS.get("qstr-fig3")()
+    full, low = exp.plan("full", "cpu"), exp.plan("mse05", "cpu")
+    assert {c.train.threshold for c in low} == {0.5} and {c.train.threshold for c in full} == {0.88}
+    assert [dataclasses.replace(c, train=dataclasses.replace(c.train, threshold=0.88)).run_id for c in low] == [
+        c.run_id for c in full]
+    rs = [RunResult(c.run_id, c.to_dict(), "ok", 1000 * c.task_params["q"], 640, 0.4, 0.4) for c in low]
+    [control] = [c for c in exp.analyze(rs, "mse05").claims if c.kind == "threshold"]
+    assert control.held and "MSE < 0.5 " in control.text
