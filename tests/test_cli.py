@@ -74,6 +74,32 @@ def test_at_runs_some_points_and_the_whole_preset_reuses_them(tmp_path, monkeypa
                                   part[cols].sort_values("run_id").reset_index(drop=True))
 
 
+def test_finished_only_writes_the_outputs_of_the_runs_so_far_and_trains_nothing(tmp_path, monkeypatch, capsys):
+    """A long run's results so far: --finished-only analyses the planned runs the store holds,
+    trains none of the others (the store keeps its rows), and the summary says how many are
+    pending; with no store at --out it is one line naming --out."""
+    from archsep.runs.store import open_store
+
+    monkeypatch.setitem(PRESETS._items, "tiny", Tiny)
+    args = ["reproduce", "tiny", "--quick", "--out", str(tmp_path), "--workers", "1", "--no-progress"]
+    assert main(args + ["--at", "2"]) == 0
+    with open_store(tmp_path, create=False) as store:
+        before = store.rows()
+    capsys.readouterr()
+    assert main(args + ["--finished-only"]) == 0
+    with open_store(tmp_path, create=False) as store:
+        assert store.rows() == before  # nothing trained, nothing written to the store
+    runs = pd.read_csv(tmp_path / "runs.csv")
+    assert len(runs) == 4 and set(runs.N) == {2}
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["pending"] == 4 and any("4 of the 8 planned runs are not finished" in n for n in s["notes"])
+    assert "4 of the 8 planned runs are not finished" in capsys.readouterr().out
+    assert main(["reproduce", "tiny", "--quick", "--out", str(tmp_path / "new"), "--finished-only"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("archsep: error: --out: ") and "no archsep store" in err
+    assert not (tmp_path / "new").exists()  # nothing created
+
+
 def test_at_plans_each_presets_own_runs_at_those_points():
     """For every registered preset with an axis, `at` keeps exactly the whole plan's runs at that
     point (same ids); a point not planned, or a preset without an axis, is one error naming --at."""

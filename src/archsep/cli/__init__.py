@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--at", type=_axis_values,
                    help="only the runs at these points of the figure's axis (N, or q for qstr-fig3), e.g. 1,2; "
                         "the others can be added later into the same --out")
+    r.add_argument("--finished-only", action="store_true",
+                   help="train nothing: write the outputs (runs.csv, summary, figures) from the runs --out's store "
+                        "already holds, e.g. a long run's results so far; the summary says how many are pending")
     r.add_argument("--log", help="also record each finished run in mlflow | tensorboard (under --out)")
     r.add_argument("--dry-run", action="store_true",
                    help="run nothing: print the runs' FLOPs and estimated time here and on a GPU")
@@ -147,7 +150,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         print(f"{s.name}: {len(s.configs)} run(s); estimating their cost", flush=True)  # the count first
         print_costs(s.name, s.configs, a.out or default_out(a.preset, scale, overrides), a.workers)
         return 0
-    summary = reproduce(exp, scale, launch, overrides, a.only, at=a.at)
+    summary = reproduce(exp, scale, launch, overrides, a.only, at=a.at, train=not a.finished_only)
     print(exp.summary_text(summary))
     return errors_exit(summary.results, summary.out)
 

@@ -12,7 +12,7 @@ from ..fileio import OWNED, atomic_write, check_output, default_dir
 from ..results import Summary
 from ..runs.launch import Launch
 from ..runs.runner import launch_runs
-from ..runs.store import DB_NAME
+from ..runs.store import DB_NAME, open_store
 from ..reporting.tables import write_csv
 from .base import EXPERIMENTS, Experiment, write_json
 from .plan import plan_sweep
@@ -69,8 +69,6 @@ def check_out(out_dir: Path, outputs: str | None = None) -> None:
             raise ArchsepError.at("out", f"'{p}' is {what}; reproduce writes its {f} there: move it away or give "
                                "another output directory (nothing was run or written)")
     if outputs is not None and (out_dir / DB_NAME).exists():
-        from ..runs.store import open_store
-
         with open_store(out_dir, create=False) as store:
             sweeps = store.sweeps()
         others = list(dict.fromkeys(sw["name"].split("-only=")[0] for sw in sweeps))
@@ -81,15 +79,28 @@ def check_out(out_dir: Path, outputs: str | None = None) -> None:
                                          f"output directory for {outputs}, e.g. {out_dir / outputs}")
 
 
+def stored(configs: list, out_dir: Path) -> list:
+    """The planned runs that the store of `out_dir` holds (finished, errors included), training
+    nothing; a directory without a store is one error naming --out."""
+    if not (out_dir / DB_NAME).is_file():
+        raise ArchsepError.at("out", f"'{out_dir}' holds no archsep store: nothing has run there yet (drop "
+                                     "--finished-only to run the preset)")
+    with open_store(out_dir, create=False) as store:
+        have = store.finished_ids()
+        return store.results(list(dict.fromkeys(c.run_id for c in configs if c.run_id in have)))
+
+
 def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None = None,
               overrides: dict | None = None, only: list[str] | None = None, at: list[int] | None = None,
-              **options) -> Summary:
+              train: bool = True, **options) -> Summary:
     """Run experiment `name` (or an experiment already built) at `scale`, with `overrides` of
     every run's fields (e.g. {"train.weight_decay": 0.1}), `only` some of its architectures
     (e.g. ["TF", "FFN"]) and `at` some points of its axis (e.g. [1, 2]); returns its summary
     (also written to OUT). How it runs is `launch`
     (`runs.launch.Launch`), or its fields as keyword arguments: out, workers, device, progress,
-    executor, address, retry_errors, log."""
+    executor, address, retry_errors, log. With `train=False` nothing is trained: the outputs are
+    written from the planned runs OUT's store already holds (a long run's results so far), and
+    the summary's notes say how many planned runs are still pending."""
     exp = EXPERIMENTS.get(name)() if isinstance(name, str) else name
     name = exp.registry_name
     launch = (launch or Launch(**options)).check()
@@ -101,8 +112,14 @@ def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None
     launch = dataclasses.replace(launch, out=out_dir, workers=launch.workers or default_workers())
     # every run's memory is checked before OUT and its store are created
     t0 = time.perf_counter()
-    results = launch_runs(sweep.configs, launch, desc=name, sweep=sweep)
+    results = launch_runs(sweep.configs, launch, desc=name, sweep=sweep) if train else stored(sweep.configs, out_dir)
     summary = exp.summarize(results, scale, overrides)  # each run id counted once
+    pending = len({c.run_id for c in sweep.configs} - {r.run_id for r in results})
+    if pending:
+        summary.data["pending"] = pending
+        summary.data["notes"] = [f"{pending} of the {len({c.run_id for c in sweep.configs})} planned runs are not "
+                                 "finished yet: these outputs are from the runs finished so far, and a claim "
+                                 "that reads a missing run may change", *summary.data["notes"]]
     summary.wall_s = round(time.perf_counter() - t0, 1)
     summary.out = out_dir
     write_csv(exp.table(summary), out_dir / "runs.csv")
