@@ -40,7 +40,7 @@ class Fig3(SampleComplexityExperiment):
     # mse05: the full scale with the threshold at MSE 0.5 (a diagnostic, not the paper's figure): at
     # 0.88 a model explains only 12% of the target's variance, so the gap may not show; at 0.5 most
     # of the q terms must be learned (the former TF-only design's medians grew with q there:
-    # docs/results/qstr-fig3/mse0.5/)
+    # docs/results/qstr-fig3/former/mse0.5/)
     mse05 = dataclasses.replace(full, train={**full.train, "threshold": 0.5})
     # quick: indicative only (3 seeds, q <= 3, an RNN of hidden 50q, a smaller budget and test set)
     quick = Scale(Ns=(1, 2, 3), seeds=3,
@@ -90,7 +90,8 @@ class Fig3(SampleComplexityExperiment):
                         "^" if r.censored else "o", color=f"C{k}", alpha=0.4, mfc="none" if r.censored else f"C{k}")
             pts = sorted((p for p in summary.data["points"] if p["arch"] == lab and p["mean"] is not None),
                          key=lambda p: p["N"])
-            ax.plot([p["N"] for p in pts], [p["mean"] for p in pts], "-", color=f"C{k}", label=f"{lab}, mean")
+            ax.plot([p["N"] for p in pts], [p["mean"] for p in pts], "-", marker="_", ms=14, color=f"C{k}",
+                    label=f"{lab}, mean")  # the tick shows a mean at a q with no neighbour to join
             if lab != "TF":
                 by_q = _by_q(summary, lab)
                 tf = _by_q(summary, "TF")
