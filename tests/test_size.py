@@ -499,3 +499,21 @@ def test_nn_cpu_is_one_protocol_with_one_curriculum_and_its_claims_can_fail():
     assert all(c.held for c in good if c is not m), [c.text for c in good if not c.held]
     # (the Transformer on the labelled-majority plateau, the former protocol's result, beats nothing)
     _assert_can_fail(exp, claims, "TF-(2,64)", 80, level="LSTM-64", dead="LSTM-64", dead_acc=0.6)
+
+
+def test_a_cell_with_no_finished_run_is_pending_not_an_error():
+    """A long run's results so far (reproduce --finished-only): a cell none of whose runs has
+    finished is counted as pending, apart from the cells whose runs failed."""
+    from archsep.results import RunResult
+
+    exp = PRESETS.get("dyck-fig2")()
+    rs = _fake_size_results(exp, "paper-n", lambda lab, N: 0.99)
+    gone = {c.run_id for cell in exp.planned_cells("paper-n") if cell.label == "TF-(2,64)" and cell.N == 400
+            and cell.seed > 0 for c in cell.runs}
+    broken = {c.run_id for cell in exp.planned_cells("paper-n") if cell.label == "LSTM-64" and cell.N == 20
+              and cell.seed == 0 for c in cell.runs}  # every lr of one cell failed: an error
+    rs = [RunResult(r.run_id, r.config, "error", None, 64, None, None, error="boom") if r.run_id in broken else r
+          for r in rs if r.run_id not in gone]
+    s = exp.analyze(rs, "paper-n")
+    assert s.data["n_missing"] == 2 and s.data["n_errors"] == 1
+    assert "(1 errors, 2 with no finished run yet)" in exp.text(s)

@@ -251,7 +251,8 @@ class SizeExperiment(Experiment):
                 "seed_list": settings["seed_list"], "budget": settings["budget"], "eval_size": settings["eval_size"],
                 "target": round(1 - max(thresholds), 6) if thresholds else TARGET, "threshold": settings["threshold"],
                 "test_size": settings["test_size"], "n_cells": len(cells),
-                "n_errors": sum(c["status"] != "ok" for c in cells), "cells": cells, "notes": notes}
+                "n_errors": sum(c["status"] == "error" for c in cells),
+                "n_missing": sum(c["status"] == "missing" for c in cells), "cells": cells, "notes": notes}
         return Summary(self.registry_name, scale, data, self.claims(accuracy_table(cells), s), results)
 
     def curves(self, summary: Summary) -> list[dict]:
@@ -380,7 +381,8 @@ class SizeExperiment(Experiment):
 
     def text(self, summary: Summary) -> str:
         d = summary.data
-        lines = [f"{summary.experiment} ({summary.scale}): {d['n_cells']} cells ({d['n_errors']} errors) in "
+        missing = f", {d['n_missing']} with no finished run yet" if d.get("n_missing") else ""
+        lines = [f"{summary.experiment} ({summary.scale}): {d['n_cells']} cells ({d['n_errors']} errors{missing}) in "
                  f"{summary.wall_s or 0:.0f}s wall; test accuracy at length N (lr grid {d['lrs']}, <= {d['steps']} "
                  f"steps, early stop at {100 * d['target']:.0f}% validation accuracy; validation "
                  f"{_fmt_setting(d.get('eval_size'))}, test {_fmt_setting(d.get('test_size'))} examples, "
