@@ -85,9 +85,8 @@ def stored(configs: list, out_dir: Path) -> list:
     if not (out_dir / DB_NAME).is_file():
         raise ArchsepError.at("out", f"'{out_dir}' holds no archsep store: nothing has run there yet (drop "
                                      "--finished-only to run the preset)")
-    with open_store(out_dir, create=False) as store:
-        have = store.finished_ids()
-        return store.results(list(dict.fromkeys(c.run_id for c in configs if c.run_id in have)))
+    with open_store(out_dir, create=False) as store:  # rows() gives the ids it holds, in the order asked
+        return store.results(list(dict.fromkeys(c.run_id for c in configs)))
 
 
 def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None = None,
@@ -114,10 +113,11 @@ def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None
     t0 = time.perf_counter()
     results = launch_runs(sweep.configs, launch, desc=name, sweep=sweep) if train else stored(sweep.configs, out_dir)
     summary = exp.summarize(results, scale, overrides)  # each run id counted once
-    pending = len({c.run_id for c in sweep.configs} - {r.run_id for r in results})
+    planned = {c.run_id for c in sweep.configs}
+    pending = len(planned - {r.run_id for r in results})
     if pending:
         summary.data["pending"] = pending
-        summary.data["notes"] = [f"{pending} of the {len({c.run_id for c in sweep.configs})} planned runs are not "
+        summary.data["notes"] = [f"{pending} of the {len(planned)} planned runs are not "
                                  "finished yet: these outputs are from the runs finished so far, and a claim "
                                  "that reads a missing run may change", *summary.data["notes"]]
     summary.wall_s = round(time.perf_counter() - t0, 1)
