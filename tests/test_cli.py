@@ -105,6 +105,7 @@ def test_at_plans_each_presets_own_runs_at_those_points():
     point (same ids); a point not planned, or a preset without an axis, is one error naming --at."""
     from archsep.errors import ArchsepError
     from archsep.experiments import EXPERIMENTS, plan
+    from archsep.experiments.reproduce import _outputs_of, outputs_name
 
     for name in EXPERIMENTS.names():
         exp = EXPERIMENTS.get(name)()
@@ -120,6 +121,11 @@ def test_at_plans_each_presets_own_runs_at_those_points():
                                                     if c.task_params[exp.axis] == points[0]], name
         assert 0 < len(part.configs) < len(whole) or len(points) == 1, name
         assert part.name.split("-only=")[0] == plan.from_experiment(name, "quick").name
+        # the store tells whose outputs a part's runs are from what its plan recorded, not its name
+        seeded = plan.from_experiment(name, "quick", None, {"seed": 3}, at=[points[0]])
+        for sw, overrides in ((part, None), (seeded, {"seed": 3})):
+            row = {"name": sw.name, "preset": sw.preset, "analysis_data": sw.analysis}
+            assert _outputs_of(row) == outputs_name(name, "quick", overrides) != outputs_name(name, "full"), name
         with pytest.raises(ArchsepError) as e:
             plan.from_experiment(name, "quick", at=[max(points) + 1000])
         assert e.value.field == "at" and ", ".join(map(str, points)) in str(e.value), name

@@ -71,12 +71,21 @@ def check_out(out_dir: Path, outputs: str | None = None) -> None:
     if outputs is not None and (out_dir / DB_NAME).exists():
         with open_store(out_dir, create=False) as store:
             sweeps = store.sweeps()
-        others = list(dict.fromkeys(sw["name"].split("-only=")[0] for sw in sweeps))
+        others = list(dict.fromkeys(_outputs_of(sw) for sw in sweeps))
         others = [o for o in others if o != outputs]
         if others:
             raise ArchsepError.at("out", f"'{out_dir}' holds the outputs of {others[0]}; one output directory holds "
                                          "one preset's outputs (its runs.csv, summary and figures): give another "
                                          f"output directory for {outputs}, e.g. {out_dir / outputs}")
+
+
+def _outputs_of(sweep: dict) -> str:
+    """The outputs a stored sweep's runs belong to (`outputs_name`), from the preset, scale and
+    overrides its plan recorded; a sweep file's runs (no preset) are outputs of their own."""
+    a = sweep["analysis_data"]  # a preset's sweep has recorded its scale since before --only existed
+    if sweep["preset"] is None or "scale" not in a:
+        return sweep["name"]
+    return outputs_name(sweep["preset"], a["scale"], a.get("overrides"))
 
 
 def stored(configs: list, out_dir: Path) -> list:
