@@ -288,7 +288,7 @@ def test_an_all_error_sweep_exits_non_zero_and_a_rerun_says_it_reused_errors(tmp
     the first message, and a rerun that reuses the stored errors says so and how to retry."""
     import archsep.engine.train as tr
 
-    def boom(cfgs, stacked):
+    def boom(cfgs, stacked, checkpoints=None):
         raise RuntimeError("the model cannot be built here")
 
     monkeypatch.setattr(tr, "_train_group", boom)

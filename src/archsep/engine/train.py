@@ -34,20 +34,23 @@ from ..config import EXTRA_TEST_ROLE, LENGTH_ROLE, RunConfig, resolve_device
 from ..errors import ArchsepError
 from ..results import RunResult
 from ..tasks.base import Batch, Task
+from . import checkpoint
+from .checkpoint import Checkpoints
 from .evaluation import (HeldOutLooks, Point, block_metrics, evaluate, held_out_set, length_chunk, length_set,
                          test_set)
 from .planning import group_key, races, worth_stacking
 from .stack import Lockstep, Single, Stacked
 
 
-def train_run(cfg: RunConfig) -> RunResult:
+def train_run(cfg: RunConfig, checkpoints: Checkpoints | None = None) -> RunResult:
     """Train one run on its own (the plain path); a failing run is recorded, never raised."""
-    return train_many([cfg], stack=False)[0]
+    return train_many([cfg], stack=False, checkpoints=checkpoints)[0]
 
 
-def train_many(configs: list[RunConfig], stack: bool = True) -> list[RunResult]:
+def train_many(configs: list[RunConfig], stack: bool = True, checkpoints: Checkpoints | None = None) -> list[RunResult]:
     """Train several runs; results come back in order. With `stack`, runs that share a
-    `group_key` are trained as one batched computation."""
+    `group_key` are trained as one batched computation. With `checkpoints`, a run trained alone
+    saves its state there as it trains and goes on from a saved state (`engine.checkpoint`)."""
     out: dict[int, RunResult] = {}
     groups: dict[str, list[int]] = {}
     for i, c in enumerate(configs):
@@ -57,7 +60,8 @@ def train_many(configs: list[RunConfig], stack: bool = True) -> list[RunResult]:
         if len(group) == 1 or not worth_stacking(group[0]):
             for race in races(group):  # halving races side by side, every other run alone
                 rs = [group[i] for i in race]
-                out.update(zip([idx[i] for i in race], [_train_alone(rs[0])] if len(rs) == 1 else _train_side(rs)))
+                out.update(zip([idx[i] for i in race],
+                               [_train_alone(rs[0], checkpoints)] if len(rs) == 1 else _train_side(rs)))
             continue
         try:
             results = _train_group(group, stacked=True)
@@ -65,7 +69,7 @@ def train_many(configs: list[RunConfig], stack: bool = True) -> list[RunResult]:
             raise
         except Exception:
             # a crash is one run's, not the group's: retry each alone, recording its own error
-            results = [_train_alone(c) for c in group]
+            results = [_train_alone(c, checkpoints) for c in group]
         out.update(zip(idx, results))
     return [out[i] for i in range(len(configs))]
 
@@ -79,9 +83,9 @@ def _train_side(cfgs: list[RunConfig]) -> list[RunResult]:
         return [_train_alone(c) for c in cfgs]
 
 
-def _train_alone(cfg: RunConfig) -> RunResult:
+def _train_alone(cfg: RunConfig, checkpoints: Checkpoints | None = None) -> RunResult:
     try:
-        return _train_group([cfg], stacked=False)[0]
+        return _train_group([cfg], stacked=False, checkpoints=checkpoints)[0]
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception:
@@ -165,6 +169,7 @@ class _Track:
     since_best: int = 0  # full evaluations since the best one (patience)
     stopped: dict | None = None  # {"why": "plateau" | "halved", "step": ...}: stopped before its budget
     race: int = 1  # runs in its successive-halving race in this loop
+    resumed_at: list = field(default_factory=list)  # steps it went on from a checkpoint
 
     def window_stats(self, samples: int) -> tuple[float, float, float]:
         """Mean and standard error of the window, and its recent drop per window (from the trend
@@ -197,6 +202,7 @@ class _Track:
                    **({"tests": self.extra_tests} if self.extra_tests else {}),
                    **({"by_length": self.by_length} if self.by_length else {}),
                    **({"stopped": self.stopped} if self.stopped else {}),
+                   **({"resumed_at": self.resumed_at} if self.resumed_at else {}),
                    **({"halving": {"race": self.race, "grid": len(tc.halving_lrs)}} if tc.halving_lrs else {})})
 
 
@@ -235,12 +241,13 @@ def autocast(mode: str, dev: torch.device):
     return contextlib.nullcontext()
 
 
-def _train_group(cfgs: list[RunConfig], stacked: bool) -> list[RunResult]:
+def _train_group(cfgs: list[RunConfig], stacked: bool, checkpoints: Checkpoints | None = None) -> list[RunResult]:
     with flush_denormals(), matmul_precision(cfgs[0].train.precision, resolve_device(cfgs[0].train.device)):
-        return _train_group_flushed(cfgs, stacked)
+        return _train_group_flushed(cfgs, stacked, checkpoints)
 
 
-def _train_group_flushed(cfgs: list[RunConfig], stacked: bool) -> list[RunResult]:
+def _train_group_flushed(cfgs: list[RunConfig], stacked: bool, checkpoints: Checkpoints | None = None,
+                         resume: bool = True) -> list[RunResult]:
     t0 = time.perf_counter()
     tc = cfgs[0].train
     dev = resolve_device(tc.device)
@@ -264,12 +271,22 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool) -> list[RunResult
         for tr in r:
             tr.race = len(r)
     rungs = set(tc.rung_steps()) if tc.halving_lrs else set()
+    # a run alone keeps a checkpoint (engine/checkpoint.py) and goes on from one it saved
+    solo = checkpoints if isinstance(stack, Single) and not tc.halving_lrs else None
+    saved = checkpoint.load(solo, cfgs[0]) if solo is not None and resume else None
+    start = 0
+    if saved is not None:
+        try:
+            start = _restore(tracks[0], stack, saved)
+        except Exception:  # noqa: BLE001 - a state naming this run that does not fit it: start afresh
+            return _train_group_flushed(cfgs, stacked, checkpoints, resume=False)
+    last_save = time.perf_counter()
     stack.train(True)
     limit = tc.diverge_factor * tracks[0].task.baseline
     max_steps = tc.budget // tc.batch_size
     active = list(tracks)
     early = set(tc.early_steps())
-    for step in range(1, max_steps + 1):
+    for step in range(start + 1, max_steps + 1):
         # sample -> forward -> loss -> backward -> step
         batches = [tr.data.next() for tr in active]
         with autocast(tc.precision, dev):
@@ -307,10 +324,50 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool) -> list[RunResult
                 break
             stack.keep(keep)
             active = [active[k] for k in keep]
+        if solo is not None and time.perf_counter() - last_save >= solo.every_s:
+            checkpoint.save(solo, cfgs[0], _state(tracks[0], stack, step))
+            last_save = time.perf_counter()
     else:
         for k, tr in enumerate(active):
             _finish(tr, k, stack, dev)
     return [tr.result(max_steps) for tr in tracks]
+
+
+def _state(tr: _Track, stack: Single | Stacked | Lockstep, step: int) -> dict:
+    """Everything a run alone carries from one step to the next, at a scheduled evaluation
+    point (its window of pre-update metrics was just emptied onto its train curve)."""
+    assert isinstance(stack, Single)
+    d, looks = tr.data, tr.looks
+    return {"step": step, "elapsed": time.perf_counter() - tr.t0,
+            "model": stack.model.state_dict(), "opt": stack.opt.state_dict(), "torch_rng": torch.get_rng_state(),
+            "data": {"gen": d.gen.get_state(), "order": d.order, "pos": d.pos, "step": d.step},
+            "track": {"window": list(tr.window), "curve": tr.curve, "train_curve": tr.train_curve,
+                      "probes": tr.probes, "status": tr.status, "hit": tr.hit, "best": tr.best,
+                      "best_state": tr.best_state, "since_best": tr.since_best, "stopped": tr.stopped,
+                      "resumed_at": tr.resumed_at},
+            "looks": {"ref": looks.ref, "se": looks.se, "full_evals": looks.full_evals,
+                      "screened_out": looks.screened_out}}
+
+
+def _restore(tr: _Track, stack: Single | Stacked | Lockstep, s: dict) -> int:
+    """Load a `_state` into a run alone just built; returns the step it was saved at."""
+    assert isinstance(stack, Single)
+    stack.model.load_state_dict(s["model"])
+    stack.opt.load_state_dict(s["opt"])
+    torch.set_rng_state(s["torch_rng"])
+    d = tr.data
+    d.gen.set_state(s["data"]["gen"])
+    d.order, d.pos, d.step = s["data"]["order"].to(d.gen.device), s["data"]["pos"], s["data"]["step"]
+    for k, v in s["track"].items():
+        setattr(tr, k, v)
+    tr.looks = HeldOutLooks(**s["looks"])
+    if tr.looks.ref is not None:
+        tr.looks.ref = tr.looks.ref.to(tr.held_out.x.device)
+    if tr.best_state is not None:
+        tr.best_state = {k: v.to(tr.held_out.x.device) for k, v in tr.best_state.items()}
+    tr.t0 = time.perf_counter() - s["elapsed"]
+    tr.resumed_at = [*tr.resumed_at, s["step"]]
+    return s["step"]
 
 
 @torch.no_grad()

@@ -15,6 +15,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Iterator, Sequence
 
 from ..config import RunConfig
+from ..engine.checkpoint import Checkpoints
 from ..errors import ArchsepError
 from .store import now, record
 from ..engine.planning import plan_batches, step_flops  # noqa: F401  (plan_batches: re-exported for the runner)
@@ -48,6 +49,27 @@ def threads_for() -> int:
                            f"run), got {env!r}; "
                            "set it to e.g. 1 or unset it")
     return int(env)
+
+
+CHECKPOINT_S = 600.0
+
+
+def checkpoint_every() -> float | None:
+    """Seconds of a run's training between two saves of its state (`engine.checkpoint`):
+    ARCHSEP_CHECKPOINT_S, 600 by default; 0 saves at every scheduled evaluation, "off" never."""
+    env = os.environ.get("ARCHSEP_CHECKPOINT_S", "").strip()
+    if not env:
+        return CHECKPOINT_S
+    if env == "off":
+        return None
+    try:
+        every = float(env)
+    except ValueError:
+        every = -1.0
+    if not 0 <= every < float("inf"):
+        raise ArchsepError(f"ARCHSEP_CHECKPOINT_S: expected seconds >= 0 between a run's checkpoints, or off, "
+                           f"got {env!r}; set it to e.g. 600 or unset it")
+    return every
 
 
 PARENT_POLL_S = 0.5
@@ -107,9 +129,11 @@ def probe_failed(problem: str, workers: str) -> ArchsepError:
                         "__main__: --import, a sweep file's imports = [...], or an archsep.plugins entry point)")
 
 
-def run_batch(cfg_dicts: list[dict], threads: int | None = None, plugins: list | None = None) -> list[dict]:
+def run_batch(cfg_dicts: list[dict], threads: int | None = None, plugins: list | None = None,
+              checkpoints: Checkpoints | None = None) -> list[dict]:
     """Train one batch where this process is (a pool worker, a Ray worker or the driver) and
-    return store rows. Never raises for a failing run."""
+    return store rows. Never raises for a failing run. A run alone keeps its checkpoint in
+    `checkpoints` (where the driver can reach it) and goes on from one saved there."""
     import torch
 
     from ..config import resolve_device
@@ -122,7 +146,7 @@ def run_batch(cfg_dicts: list[dict], threads: int | None = None, plugins: list |
         torch.set_num_threads(threads)
     started = now()
     try:
-        results = train_many(cfgs)
+        results = train_many(cfgs, checkpoints=checkpoints)
     finally:
         torch.set_num_threads(before)  # in the driver's own process (workers=1): leave it as it was
     rows = []
@@ -145,9 +169,10 @@ def error_rows(batch: Sequence[RunConfig], message: str) -> list[dict]:
 class LocalExecutor:
     name = "local"
 
-    def __init__(self, workers: int | None = None):
+    def __init__(self, workers: int | None = None, checkpoints: Checkpoints | None = None):
         self.workers = workers or cores()
         self.threads = threads_for()
+        self.checkpoints = checkpoints
 
     def describe(self) -> str:
         return f"local: {self.workers} worker(s) x {self.threads} thread(s)"
@@ -156,7 +181,7 @@ class LocalExecutor:
         if self.workers <= 1 or len(batches) <= 1:
             # in-process: no spawn cost for small sweeps
             for b in batches:
-                yield run_batch([c.to_dict() for c in b], threads_for())
+                yield run_batch([c.to_dict() for c in b], threads_for(), None, self.checkpoints)
             return
         import multiprocessing as mp
 
@@ -174,7 +199,8 @@ class LocalExecutor:
                 if problem:
                     pool.shutdown(wait=True, cancel_futures=True)
                     raise probe_failed(problem, "workers")
-            futs = {pool.submit(run_batch, [c.to_dict() for c in b], self.threads): b for b in todo}
+            futs = {pool.submit(run_batch, [c.to_dict() for c in b], self.threads, None, self.checkpoints): b
+                    for b in todo}
             broken = finished_cleanly = False
             try:
                 pending = set(futs)
@@ -210,7 +236,8 @@ class LocalExecutor:
 class RayExecutor:
     name = "ray"
 
-    def __init__(self, address: str | None = None, workers: int | None = None, threads: int = 1):
+    def __init__(self, address: str | None = None, workers: int | None = None, threads: int = 1,
+                 checkpoints: Checkpoints | None = None):
         if address:
             _probe(address)  # before importing ray: a wrong address fails fast either way
         try:
@@ -234,6 +261,8 @@ class RayExecutor:
             except (ConnectionError, TimeoutError, RuntimeError, ValueError) as e:
                 raise ArchsepError.at("address", f"cannot connect to Ray at '{address or 'local'}': "
                                    f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        # checkpoints only where the workers share the driver's disk: a cluster of our own on this machine
+        self.checkpoints = checkpoints if self.started_here else None
         self.cpus = int(ray.cluster_resources().get("CPU", 1))
         self.workers = workers or self.cpus
 
@@ -256,7 +285,7 @@ class RayExecutor:
             while todo or inflight:
                 while todo and len(inflight) < limit:
                     b = todo.pop(0)
-                    inflight[remote.remote([c.to_dict() for c in b], self.threads, plugins)] = b
+                    inflight[remote.remote([c.to_dict() for c in b], self.threads, plugins, self.checkpoints)] = b
                 done, _ = ray.wait(list(inflight), num_returns=1)
                 for ref in done:
                     b = inflight.pop(ref)
@@ -308,7 +337,8 @@ def check_executor(kind: str, address: str | None = None) -> None:
             _probe(address)
 
 
-def make_executor(kind: str, workers: int | None = None, address: str | None = None):
+def make_executor(kind: str, workers: int | None = None, address: str | None = None,
+                  checkpoints: Checkpoints | None = None):
     if kind not in EXECUTORS:
         from ..errors import unknown
 
@@ -316,6 +346,6 @@ def make_executor(kind: str, workers: int | None = None, address: str | None = N
     if kind == "local":
         if address:
             raise ArchsepError.at("address", "only used with the Ray executor (executor ray)")
-        return LocalExecutor(workers)
-    return RayExecutor(address, workers)
+        return LocalExecutor(workers, checkpoints)
+    return RayExecutor(address, workers, checkpoints=checkpoints)
 

@@ -18,7 +18,8 @@ from ..config import RunConfig
 from ..engine.planning import check_memory
 from ..errors import ArchsepError
 from ..engine.cost import progress_weights
-from .executors import make_executor, plan_batches
+from ..engine.checkpoint import DIR_NAME as CHECKPOINT_DIR, Checkpoints, discard, tidy
+from .executors import checkpoint_every, make_executor, plan_batches
 from .launch import Launch
 from .store import Store, disk_full, open_store, result_from_row
 from ..results import RunResult
@@ -78,6 +79,8 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
     tracker = None
     for c in configs:  # a run that could not fit in memory is refused before anything is made
         check_memory(c)
+    every = checkpoint_every()  # a long run's checkpoints go beside its store (engine/checkpoint.py)
+    ck = Checkpoints(str(out_dir / CHECKPOINT_DIR), every) if out_dir is not None and every is not None else None
     store: Store | None = open_store(out_dir) if out_dir is not None else None
     try:
         if log is not None:
@@ -96,6 +99,9 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
             finished = store.finished_ids(include_errors=not retry_errors)
             done = {r.run_id: r for r in store.results([i for i in unique if i in finished])}
         todo = [c for c in dict(zip(ids, configs)).values() if c.run_id not in done]
+        if ck is not None:  # a run stored after its last save and before its checkpoint went
+            for rid in done:
+                discard(ck, rid)
         reused = set(done)
         reused_errors = sum(r.status == "error" for r in done.values())
         if reused_errors and progress:
@@ -119,7 +125,7 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
         ex = None
         try:
             if todo:
-                ex = make_executor(executor, workers, address)
+                ex = make_executor(executor, workers, address, ck)
                 if progress:
                     bar.write(f"{desc}: {len(todo)} to run, {len(unique) - len(todo)} already done; "
                               f"{ex.describe()}", file=sys.stderr)
@@ -128,6 +134,8 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
                         if store is not None and _commit(store, row, len(done) - len(reused), len(todo)) \
                                 and tracker is not None:
                             tracker.log(row)
+                        if ck is not None:  # in the store now: its checkpoint has served
+                            discard(ck, row["run_id"])
                         r = result_from_row({**row, "committed_at": ""})
                         done[r.run_id] = r
                         failures += r.status in ("error", "diverged")
@@ -147,6 +155,8 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
             bar.close()
             if ex is not None and hasattr(ex, "close"):
                 ex.close()
+            if ck is not None:
+                tidy(ck)
         if store is not None:
             # what the store holds (the first committed result wins when two sweeps raced)
             done.update({r.run_id: r for r in store.results(unique)})

@@ -1,0 +1,120 @@
+"""A long run's state, saved while it trains, so that a killed run goes on where it was.
+
+A run trained alone (`stack.Single`: every model too large to be worth stacking, which is every
+run that takes long) saves its whole state at a scheduled evaluation point once `every_s`
+seconds of its training have passed since the last save: the parameters, the optimizer's
+moments, its data stream's generator, the torch generator, its curves and the held-out
+schedule's state (`_Track`). Started again with the same config, the run loads that state and
+trains on from the next step; it then gives **the same numbers** as a run never interrupted
+(tests/test_checkpoint.py), its `wall_s` counts the training time of every part, and
+`extra["resumed_at"]` lists the steps it went on from.
+
+The file is data: it is read with `torch.load(weights_only=True)` (tensors, numbers, strings,
+lists and dicts; never a pickled object, so reading it runs no code), and used only when it
+names this run's exact config and the same archsep and torch versions; anything else (another
+version, a damaged or foreign file) is ignored and the run starts from its first step. It is
+written atomically (`fileio.atomic_write`) and the driver removes it once the finished run is in
+the store (`runs.runner`).
+"""
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import warnings
+import zipfile
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import RunConfig
+from ..errors import ArchsepError
+from ..fileio import atomic_write
+
+FORMAT = 1
+DIR_NAME = "checkpoints"  # beside the store: OUT/checkpoints/<run id>.pt
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """Where a run's checkpoint goes and how often (seconds of its training between saves;
+    0: at every scheduled evaluation)."""
+
+    dir: str
+    every_s: float
+
+    def path(self, run_id: str) -> Path:
+        return Path(self.dir) / f"{run_id}.pt"
+
+
+def _archsep_version() -> str:
+    try:
+        return version("archsep")
+    except PackageNotFoundError:  # a source tree that is not installed
+        return "0+unknown"
+
+
+def _identity(cfg: RunConfig) -> dict:
+    return {"format": FORMAT, "archsep": _archsep_version(), "torch": str(torch.__version__),
+            "config": json.dumps(cfg.to_dict(), sort_keys=True)}
+
+
+def save(ck: Checkpoints, cfg: RunConfig, state: dict[str, Any]) -> bool:
+    """Write `state` (tensors, numbers, strings, lists, tuples, dicts) as `cfg`'s checkpoint.
+    A checkpoint is an aid, never a reason for a run to fail: where it cannot be written (a full
+    disk, a link or anything but a folder in the way) nothing is written and False is returned."""
+    d = Path(ck.dir)
+    try:
+        if d.is_symlink():  # never write through a link planted at the folder's name
+            return False
+        d.mkdir(parents=True, exist_ok=True)
+        atomic_write(ck.path(cfg.run_id), lambda f: torch.save({**_identity(cfg), "state": state}, f),
+                     field="checkpoint", binary=True)
+    except (ArchsepError, OSError):
+        return False
+    return True
+
+
+def load(ck: Checkpoints, cfg: RunConfig) -> dict[str, Any] | None:
+    """`cfg`'s saved state (on the CPU; the run moves it), or None where there is none it can
+    use (see the module's text)."""
+    p = ck.path(cfg.run_id)
+    if not p.is_file():  # a directory, link to one or device in its place is not ours: ignored
+        return None
+    try:
+        data = p.read_bytes()
+        with warnings.catch_warnings():  # a foreign pickle's protocol warning: it is refused or ignored anyway
+            warnings.simplefilter("ignore")
+            saved = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError, ValueError, TypeError, KeyError, AttributeError, ImportError,
+            IndexError, UnicodeDecodeError, pickle.UnpicklingError, zipfile.BadZipFile):
+        return None  # damaged, foreign, or a pickle asking to build an object: not used
+    if not isinstance(saved, dict) or not isinstance(saved.get("state"), dict):
+        return None
+    if any(saved.get(k) != v for k, v in _identity(cfg).items()):
+        return None
+    return saved["state"]
+
+
+def discard(ck: Checkpoints, run_id: str) -> None:
+    """Remove a finished run's checkpoint (a link or anything but a file at its name is left)."""
+    p = ck.path(run_id)
+    if p.is_file() and not p.is_symlink() and not Path(ck.dir).is_symlink():
+        p.unlink(missing_ok=True)
+
+
+def tidy(ck: Checkpoints) -> None:
+    """When no run of this call trains any more: remove the temporary files of saves cut short
+    by a kill (`fileio.atomic_write` names them .<run id>.pt.<random>.tmp), then the folder once
+    it is empty. Nothing else is touched, and no link is followed."""
+    d = Path(ck.dir)
+    if not d.is_dir() or d.is_symlink():
+        return
+    for p in d.glob(".*.pt.*.tmp"):
+        if p.is_file() and not p.is_symlink():
+            p.unlink(missing_ok=True)
+    if not any(d.iterdir()):
+        d.rmdir()
