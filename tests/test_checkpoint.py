@@ -153,6 +153,14 @@ def test_a_sweep_killed_mid_run_resumes_from_its_checkpoint_with_the_same_row(tm
             os.killpg(p.pid, signal.SIGKILL)
     with open_store(out, create=False) as st:
         assert st.rows() == []  # nothing finished before the kill
+    before = sorted((q.name, q.stat().st_mtime_ns) for q in (out / "checkpoints").rglob("*"))
+    shown = subprocess.run([*ARCHSEP, "status", str(out), "--json"], env=e, capture_output=True, text=True,
+                           timeout=120)
+    (c,) = json.loads(shown.stdout)["checkpoints"]  # where the rerun goes on from
+    assert c["label"] == "TF" and 0 < c["step"] < c["steps"] == 160_000 // 64
+    text = subprocess.run([*ARCHSEP, "status", str(out)], env=e, capture_output=True, text=True, timeout=120).stdout
+    assert f"step {c['step']} of {c['steps']}" in text
+    assert sorted((q.name, q.stat().st_mtime_ns) for q in (out / "checkpoints").rglob("*")) == before
     done = subprocess.run([*cmd, str(out)], env=e, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     with open_store(plain_out, create=False) as st:
@@ -206,3 +214,16 @@ def test_a_checkpoint_naming_this_run_whose_state_does_not_fit_starts_the_run_af
         r = train_run(cfg, ck)
         _same(r, plain)
         assert "resumed_at" not in r.extra and r.status == plain.status
+
+
+def test_status_reads_the_step_of_this_runs_checkpoint_only(tmp_path):
+    cfg = CONFIGS["qstr-tf"]
+    other = RunConfig("qstr", "tf", {"N": 3}, {"mlp_width": 16}, cfg.train, seed=2)
+    ck = Checkpoints(str(tmp_path / "ck"), 1e9)
+    p = ck.path(cfg.run_id)
+    assert checkpoint.save(ck, cfg, {"step": 7})
+    assert checkpoint.saved_step(p, cfg.to_dict()) == 7
+    assert checkpoint.saved_step(p, other.to_dict()) is None  # names another config
+    for data in (b"", b"junk", pickle.dumps({"state": {"step": 7}})):
+        p.write_bytes(data)
+        assert checkpoint.saved_step(p, cfg.to_dict()) is None

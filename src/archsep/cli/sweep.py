@@ -134,6 +134,7 @@ def cmd_status(a: argparse.Namespace) -> int:
 
     with reading(), open_store(a.dir, create=False) as store:
         st = store.status()
+        st["checkpoints"] = _checkpointed(Path(a.dir), store)
     if a.json:
         print(json.dumps(st, indent=2))
     else:
@@ -143,6 +144,10 @@ def cmd_status(a: argparse.Namespace) -> int:
         for s in st["sweeps"]:
             print(f"  sweep {shown(s['name'])} ({shown(s['sweep_id'])}): {s['done']}/{s['total']} done, "
                   f"{s['pending']} pending, {s['failed']} failed")
+        for c in st["checkpoints"]:
+            print(f"  checkpoint {shown(c['run_id'])} {shown(c['label'])} {shown(json.dumps(c['task_params']))} "
+                  f"seed={c['seed']}: step {c['step']} of {c['steps']} ({100 * c['step'] / c['steps']:.0f}%); "
+                  "the same command goes on from there")
         for f in st["failed"][:20]:
             cfg = json.loads(f["config"])
             msg = (f["error"] or "").strip().splitlines()[0] if (f["error"] or "").strip() else \
@@ -161,6 +166,34 @@ def cmd_status(a: argparse.Namespace) -> int:
               f"(listed {'in the JSON' if a.json else 'above'}); first: {d[0]['error']}", file=sys.stderr)
         return 2
     return 0
+
+
+def _checkpointed(out: Path, store) -> list[dict]:
+    """The pending runs with a checkpoint of theirs in OUT/checkpoints (engine/checkpoint.py):
+    where a rerun goes on from. Read as data, never written."""
+    from ..engine.checkpoint import DIR_NAME, saved_step
+
+    d = out / DIR_NAME
+    if not d.is_dir():
+        return []
+    finished = store.finished_ids()
+    found: list[dict] = []
+    for row in store.planned():
+        rid = row["run_id"]
+        if rid in finished or any(f["run_id"] == rid for f in found):
+            continue
+        try:
+            cfg = json.loads(row["config"])
+            train = cfg["train"]
+            steps = int(train["budget"]) // int(train["batch_size"])
+        except (ValueError, TypeError, KeyError):
+            continue  # a damaged plan: status reports the rows it can read
+        step = saved_step(d / f"{rid}.pt", cfg) if isinstance(rid, str) and rid.isalnum() else None
+        if step is not None and steps > 0:
+            found.append({"run_id": rid, "label": cfg.get("label") or cfg.get("arch"),
+                          "task_params": cfg.get("task_params"), "seed": cfg.get("seed"), "step": step,
+                          "steps": steps})
+    return found
 
 
 from ..reporting.tables import export_rows  # noqa: E402  (kept importable from here)

@@ -99,6 +99,25 @@ def load(ck: Checkpoints, cfg: RunConfig) -> dict[str, Any] | None:
     return saved["state"]
 
 
+def saved_step(path: Path, config: dict) -> int | None:
+    """The step a checkpoint file saved for the run of `config` (its config as stored) was
+    written at, or None where it is not one of that run's (`archsep status`). Reads the file
+    mapped, read-only: a large checkpoint costs only the few values read from it."""
+    if not path.is_file():
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        same = isinstance(saved, dict) and saved.get("config") == json.dumps(config, sort_keys=True) \
+            and saved.get("format") == FORMAT
+        step = saved["state"]["step"] if same else None
+    except (OSError, RuntimeError, EOFError, ValueError, TypeError, KeyError, AttributeError, ImportError,
+            IndexError, UnicodeDecodeError, pickle.UnpicklingError, zipfile.BadZipFile):
+        return None
+    return step if isinstance(step, int) and not isinstance(step, bool) and step > 0 else None
+
+
 def discard(ck: Checkpoints, run_id: str) -> None:
     """Remove a finished run's checkpoint (a link or anything but a file at its name is left)."""
     p = ck.path(run_id)
