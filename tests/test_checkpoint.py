@@ -160,6 +160,8 @@ def test_a_sweep_killed_mid_run_resumes_from_its_checkpoint_with_the_same_row(tm
     assert c["label"] == "TF" and 0 < c["step"] < c["steps"] == 160_000 // 64
     text = subprocess.run([*ARCHSEP, "status", str(out)], env=e, capture_output=True, text=True, timeout=120).stdout
     assert f"step {c['step']} of {c['steps']}" in text
+    dry = subprocess.run([*cmd, str(out), "--dry-run"], env=e, capture_output=True, text=True, timeout=120).stdout
+    assert "1 go on from a checkpoint" in dry
     assert sorted((q.name, q.stat().st_mtime_ns) for q in (out / "checkpoints").rglob("*")) == before
     done = subprocess.run([*cmd, str(out)], env=e, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

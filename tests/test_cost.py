@@ -22,6 +22,15 @@ def test_estimate_counts_every_run_and_skips_finished_ones():
     part = cost.estimate(configs, workers=2, finished=done)
     assert part["to_run"] == len(configs) - 2 and part["cpu_core_s"] < est["cpu_core_s"]
     assert part["train_flops"] < est["train_flops"]
+    # a run that goes on from a checkpoint at half its steps counts only its other half
+    c = configs[0]
+    half = c.train.budget // c.train.batch_size // 2
+    one = cost.estimate([c], workers=1)
+    resumed = cost.estimate([c], workers=1, started={c.run_id: half})
+    assert resumed["to_run"] == 1 and resumed["resumed"] == 1 and one["resumed"] == 0
+    assert abs(resumed["train_flops"] - one["train_flops"] / 2) <= 1e-6 * one["train_flops"]
+    assert 0.4 * one["cpu_core_s"] <= resumed["cpu_core_s"] <= 0.6 * one["cpu_core_s"]
+    assert "1 go on from a checkpoint" in cost.report("x", resumed)
 
 
 def test_a_fixed_shape_task_is_estimated_at_its_counted_flops():

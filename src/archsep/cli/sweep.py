@@ -61,11 +61,16 @@ def print_costs(name: str, configs, out, workers: int | None) -> None:
     from ..engine.cost import estimate, report
     from ..runs.store import DB_NAME, open_store
 
+    from ..engine.checkpoint import DIR_NAME, saved_step
+
     finished: set[str] = set()
     if (Path(out) / DB_NAME).exists():
         with open_store(out, create=False) as store:
             finished = store.finished_ids() & {c.run_id for c in configs}
-    text = report(name, estimate(configs, workers or os.cpu_count() or 1, finished))
+    # a pending run with a checkpoint goes on from its step: only the rest is counted
+    started = {c.run_id: step for c in configs if c.run_id not in finished
+               for step in [saved_step(Path(out) / DIR_NAME / f"{c.run_id}.pt", c.to_dict())] if step}
+    text = report(name, estimate(configs, workers or os.cpu_count() or 1, finished, started))
     print("\n".join(printable(line) for line in text.splitlines()))
 
 

@@ -493,12 +493,15 @@ def run_seconds(cfg: RunConfig, steps: int) -> tuple[float, float]:
     return cpu, gpu
 
 
-def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] | None = None) -> dict:
+def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] | None = None,
+             started: dict[str, int] | None = None) -> dict:
     """Costs per architecture label and in all: every run to its budget (or its share of its
     halving race's, `planned_steps`), except runs already
-    finished (`finished`: their run ids), which cost nothing more. The wall time on
-    this machine schedules the batches longest first over `workers` single-thread workers."""
-    finished = finished or set()
+    finished (`finished`: their run ids), which cost nothing more, and runs that go on from a
+    checkpoint (`started`: run id -> the step saved), which cost only their remaining steps.
+    The wall time on this machine schedules the batches longest first over `workers`
+    single-thread workers."""
+    finished, started = finished or set(), started or {}
     by_label: dict[str, ArchCost] = {}
     run_s: dict[str, tuple[float, float]] = {}
     t0 = time.perf_counter()
@@ -511,7 +514,7 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
         a = by_label.setdefault(label, ArchCost(label, name))
         if name not in a.model.split(" .. "):  # one label over several sizes, e.g. heads = q
             a.model = f"{a.model.split(' .. ')[0]} .. {name}"
-        steps = planned_steps(c)
+        steps = max(0, planned_steps(c) - started.get(c.run_id, 0))
         a.runs += 1
         if c.run_id in finished:
             continue
@@ -544,7 +547,7 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
             "workers": max(1, workers), "gpu_s": max(gpu_wall, 0.0), "measure_s": measure_s,
             "shapes": {h: sum(v == h for v in how.values()) for h in ("timed", "cached", "extrapolated")},
             "busy_load": max((_BUSY[k] for k in costs if k in _BUSY and how[k] == "timed"), default=None),
-            "cache": str(cache_file() or ""),
+            "cache": str(cache_file() or ""), "resumed": sum(c.run_id in started for c in todo),
             "train_flops": sum(a.train_flops for a in by_label.values()), "gpu": GPU["name"]}
 
 
@@ -557,7 +560,8 @@ def hms(s: float) -> str:
 def report(name: str, est: dict) -> str:
     lines = [f"{name}: {est['runs']} runs, {est['to_run']} to run in {est['batches']} batches; every run "
              f"to its budget, the losers of a learning-rate race to their rung (runs that reach their threshold "
-             f"or a plateau stop sooner)"]
+             f"or a plateau stop sooner)"
+             + (f"; {est['resumed']} go on from a checkpoint, counted from its step" if est.get("resumed") else "")]
     w = max([4] + [len(a.label) for a in est["archs"]]) + 2
     m = max([5] + [len(a.model) for a in est["archs"]]) + 2
     lines.append(f"  {'arch':<{w}}{'model':<{m}}{'runs':>5} {'GFLOP/step':>16}{'train TFLOP':>13}"
