@@ -58,10 +58,9 @@ def print_costs(name: str, configs, out, workers: int | None) -> None:
     """The cost estimate of `configs` (runs finished in OUT's store cost nothing more)."""
     import os
 
+    from ..engine.checkpoint import DIR_NAME, saved_step
     from ..engine.cost import estimate, report
     from ..runs.store import DB_NAME, open_store
-
-    from ..engine.checkpoint import DIR_NAME, saved_step
 
     finished: set[str] = set()
     if (Path(out) / DB_NAME).exists():
@@ -181,12 +180,13 @@ def _checkpointed(out: Path, store) -> list[dict]:
     d = out / DIR_NAME
     if not d.is_dir():
         return []
-    finished = store.finished_ids()
+    seen = store.finished_ids()  # and, as the loop goes, the pending runs already looked at
     found: list[dict] = []
     for row in store.planned():
         rid = row["run_id"]
-        if rid in finished or any(f["run_id"] == rid for f in found):
+        if rid in seen:
             continue
+        seen.add(rid)
         try:
             cfg = json.loads(row["config"])
             train = cfg["train"]
