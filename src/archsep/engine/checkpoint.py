@@ -36,6 +36,9 @@ from ..fileio import atomic_write
 
 FORMAT = 1
 DIR_NAME = "checkpoints"  # beside the store: OUT/checkpoints/<run id>.pt
+# what reading a damaged, foreign or code-bearing file can raise (weights_only refuses objects)
+UNREADABLE = (OSError, RuntimeError, EOFError, ValueError, TypeError, KeyError, AttributeError, ImportError,
+              IndexError, UnicodeDecodeError, pickle.UnpicklingError, zipfile.BadZipFile)
 
 
 @dataclass(frozen=True)
@@ -89,8 +92,7 @@ def load(ck: Checkpoints, cfg: RunConfig) -> dict[str, Any] | None:
         with warnings.catch_warnings():  # a foreign pickle's protocol warning: it is refused or ignored anyway
             warnings.simplefilter("ignore")
             saved = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, ValueError, TypeError, KeyError, AttributeError, ImportError,
-            IndexError, UnicodeDecodeError, pickle.UnpicklingError, zipfile.BadZipFile):
+    except UNREADABLE:
         return None  # damaged, foreign, or a pickle asking to build an object: not used
     if not isinstance(saved, dict) or not isinstance(saved.get("state"), dict):
         return None
@@ -112,8 +114,7 @@ def saved_step(path: Path, config: dict) -> int | None:
         same = isinstance(saved, dict) and saved.get("config") == json.dumps(config, sort_keys=True) \
             and saved.get("format") == FORMAT
         step = saved["state"]["step"] if same else None
-    except (OSError, RuntimeError, EOFError, ValueError, TypeError, KeyError, AttributeError, ImportError,
-            IndexError, UnicodeDecodeError, pickle.UnpicklingError, zipfile.BadZipFile):
+    except UNREADABLE:
         return None
     return step if isinstance(step, int) and not isinstance(step, bool) and step > 0 else None
 
