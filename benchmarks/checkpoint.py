@@ -3,7 +3,7 @@ the longest run of each long preset, the time of one save and one load of its wh
 (parameters, AdamW moments, a best-checkpoint copy), and of one training step, taken in turns
 on the same machine in one run. The overhead at the default interval is save / 600 s.
 
-    python benchmarks/checkpoint.py [--steps 5] [--threads 1]
+    python benchmarks/checkpoint.py [--steps 5]
 
 Ratio: training steps one save costs (save / step), and the share of training time at the
 default interval (ARCHSEP_CHECKPOINT_S = 600).
@@ -36,9 +36,8 @@ def pick(preset: str, scale: str, label: str, x: int):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
+    torch.set_num_threads(1)  # as a worker trains
     print(f"{'run':<34}{'params':>10}{'MB':>8}{'step s':>9}{'save s':>9}{'load s':>9}{'save/step':>11}"
           f"{'at 600 s':>10}")
     for preset, scale, label, x in LONGEST:
