@@ -145,7 +145,7 @@ def test_a_sweep_killed_mid_run_resumes_from_its_checkpoint_with_the_same_row(tm
             time.sleep(0.2)
             saved = list((out / "checkpoints").glob("*.pt")) if (out / "checkpoints").is_dir() else []
         assert saved, "no checkpoint written"
-        time.sleep(1.0)  # a few more saves: killed in the middle of the run
+        time.sleep(0.3)  # a few more saves: killed early in the run, well before its end
         os.killpg(p.pid, signal.SIGKILL)
         p.wait(timeout=30)
     finally:
@@ -170,7 +170,8 @@ def test_a_sweep_killed_mid_run_resumes_from_its_checkpoint_with_the_same_row(tm
     with open_store(out, create=False) as st:
         (b,) = st.rows()
     extra_b = json.loads(b["extra"])
-    assert len(extra_b.pop("resumed_at")) == 1
+    (at,) = extra_b.pop("resumed_at")
+    assert 0 < at < 160_000 // 64 // 2  # it went on from early in the run
     assert json.loads(a["extra"]) == extra_b
     for k in ("run_id", "status", "samples", "final_metric", "best_metric", "curve", "train_curve", "test_metric",
               "eval_schedule", "params"):
