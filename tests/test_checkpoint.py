@@ -114,7 +114,7 @@ def test_a_checkpoint_that_is_not_this_runs_data_is_never_used(tmp_path):
         _same(r, plain)
         assert "resumed_at" not in r.extra, what
         assert not marker.exists(), what
-    saved = checkpoint.load(ck_other, other)
+    saved = checkpoint.load(ck_other, [other])
     assert saved is not None and saved["step"] > 0  # the other run's own file is its to use
 
 
@@ -213,7 +213,7 @@ def test_a_checkpoint_naming_this_run_whose_state_does_not_fit_starts_the_run_af
     plain = train_run(cfg)
     ck = Checkpoints(str(tmp_path / "ck"), 1e9)
     for state in ({"step": 3}, {"step": "x", "model": {}}, {"model": {"w": checkpoint.torch.zeros(2)}}):
-        assert checkpoint.save(ck, cfg, state)
+        assert checkpoint.save(ck, [cfg], state)
         r = train_run(cfg, ck)
         _same(r, plain)
         assert "resumed_at" not in r.extra and r.status == plain.status
@@ -224,9 +224,59 @@ def test_status_reads_the_step_of_this_runs_checkpoint_only(tmp_path):
     other = RunConfig("qstr", "tf", {"N": 3}, {"mlp_width": 16}, cfg.train, seed=2)
     ck = Checkpoints(str(tmp_path / "ck"), 1e9)
     p = ck.path(cfg.run_id)
-    assert checkpoint.save(ck, cfg, {"step": 7})
+    assert checkpoint.save(ck, [cfg], {"step": 7})
     assert checkpoint.saved_step(p, cfg.to_dict()) == 7
     assert checkpoint.saved_step(p, other.to_dict()) is None  # names another config
     for data in (b"", b"junk", pickle.dumps({"state": {"step": 7}})):
         p.write_bytes(data)
         assert checkpoint.saved_step(p, cfg.to_dict()) is None
+
+
+# --- groups: seeds stacked into one computation, learning-rate races stacked or side by side ----
+def _tf_qstr(seed: int) -> RunConfig:
+    return RunConfig("qstr", "tf", {"N": 3}, {"mlp_width": 16},
+                     TrainConfig(budget=19_200, eval_size=300, threshold=0.55, eval_mode="every"), seed=seed)
+
+
+def _race(arch: str, params: dict) -> list[RunConfig]:
+    grid = (1e-2, 3e-3, 1e-4)
+    return [RunConfig("dyck", arch, {"N": 12}, params,
+                      TrainConfig(lr=lr, weight_decay=0.0, batch_size=16, budget=16 * 80, threshold=1e-3,
+                                  eval_every=10, eval_size=200, eval_mode="every", keep_best=True, test_size=100,
+                                  halving_lrs=grid, halving_rungs=(0.25, 0.5)), 0) for lr in grid]
+
+
+GROUPS = {
+    "stacked seeds": [_tf_qstr(s) for s in range(3)],
+    "stacked race": _race("tf-preln", {"width": 16, "heads": 2, "layers": 1, "positions": "learned",
+                                       "causal": True}),
+    "side-by-side race": _race("lstm", {"hidden": 16, "layers": 1}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GROUPS))
+def test_a_group_stopped_after_some_runs_left_it_goes_on_to_the_same_numbers(name, tmp_path, monkeypatch):
+    """Killed after a save at which some of the group's runs had finished (reached the threshold,
+    or lost a rung of the race) and others still trained: resumed, every run's numbers are those
+    of the group never interrupted, the finished ones' included."""
+    from archsep.engine.train import train_many
+
+    cfgs = GROUPS[name]
+    plain = train_many(cfgs)
+    ck = Checkpoints(str(tmp_path / "ck"), 0.0)
+    real, cut = checkpoint.save, []
+
+    def stop_once_some_have_left(c, group, state):
+        real(c, group, state)
+        if 0 < len(state["active"]) < len(state["tracks"]) and not cut:
+            cut.append(state["step"])
+            raise KeyboardInterrupt
+    monkeypatch.setattr(checkpoint, "save", stop_once_some_have_left)
+    with pytest.raises(KeyboardInterrupt):
+        train_many(cfgs, checkpoints=ck)
+    monkeypatch.setattr(checkpoint, "save", real)
+    assert cut, "no save with some runs finished and some training: the group must be stopped in between"
+    resumed = train_many(cfgs, checkpoints=ck)
+    for r, p in zip(resumed, plain):
+        _same(r, p)
+        assert r.extra["resumed_at"] == cut

@@ -1,13 +1,14 @@
 """A long run's state, saved while it trains, so that a killed run goes on where it was.
 
-A run trained alone (`stack.Single`: every model too large to be worth stacking, which is every
-run that takes long) saves its whole state at a scheduled evaluation point once `every_s`
-seconds of its training have passed since the last save: the parameters, the optimizer's
-moments, its data stream's generator, the torch generator, its curves and the held-out
-schedule's state (`_Track`). Started again with the same config, the run loads that state and
-trains on from the next step; it then gives **the same numbers** as a run never interrupted
-(tests/test_checkpoint.py), its `wall_s` counts the training time of every part, and
-`extra["resumed_at"]` lists the steps it went on from.
+A group of runs trained together (one run alone, seeds stacked into one computation, or a
+learning-rate race side by side: `train._train_group`) saves its whole state at a scheduled
+evaluation point once `every_s` seconds of its training have passed since the last save: the
+parameters and the optimizer's moments, each run's data stream, curves, held-out schedule and
+(for a run already finished) result, which runs still train, and the torch generator. Started
+again with the same configs, the group loads that state and trains on from the next step; its
+runs then give **the same numbers** as runs never interrupted (tests/test_checkpoint.py), each
+`wall_s` counts the training time of every part, and `extra["resumed_at"]` lists the steps
+they went on from. The file is named by the group's first run id.
 
 The file is data: it is read with `torch.load(weights_only=True)` (tensors, numbers, strings,
 lists and dicts; never a pickled object, so reading it runs no code), and used only when it
@@ -26,7 +27,7 @@ import zipfile
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -38,7 +39,7 @@ FORMAT = 1
 DIR_NAME = "checkpoints"  # beside the store: OUT/checkpoints/<run id>.pt
 # what reading a damaged, foreign or code-bearing file can raise (weights_only refuses objects)
 UNREADABLE = (OSError, RuntimeError, EOFError, ValueError, TypeError, KeyError, AttributeError, ImportError,
-              IndexError, UnicodeDecodeError, pickle.UnpicklingError, zipfile.BadZipFile)
+              IndexError, UnicodeDecodeError, RecursionError, pickle.UnpicklingError, zipfile.BadZipFile)
 
 
 @dataclass(frozen=True)
@@ -60,13 +61,14 @@ def _archsep_version() -> str:
         return "0+unknown"
 
 
-def _identity(cfg: RunConfig) -> dict:
+def _identity(cfgs: Sequence[RunConfig]) -> dict:
     return {"format": FORMAT, "archsep": _archsep_version(), "torch": str(torch.__version__),
-            "config": json.dumps(cfg.to_dict(), sort_keys=True)}
+            "configs": json.dumps([c.to_dict() for c in cfgs], sort_keys=True)}
 
 
-def save(ck: Checkpoints, cfg: RunConfig, state: dict[str, Any]) -> bool:
-    """Write `state` (tensors, numbers, strings, lists, tuples, dicts) as `cfg`'s checkpoint.
+def save(ck: Checkpoints, cfgs: Sequence[RunConfig], state: dict[str, Any]) -> bool:
+    """Write `state` (tensors, numbers, strings, lists, tuples, dicts) as the checkpoint of the
+    group of runs `cfgs` (one run, or runs trained together), named by the first one's id.
     A checkpoint is an aid, never a reason for a run to fail: where it cannot be written (a full
     disk, a link or anything but a folder in the way) nothing is written and False is returned."""
     d = Path(ck.dir)
@@ -74,17 +76,17 @@ def save(ck: Checkpoints, cfg: RunConfig, state: dict[str, Any]) -> bool:
         if d.is_symlink():  # never write through a link planted at the folder's name
             return False
         d.mkdir(parents=True, exist_ok=True)
-        atomic_write(ck.path(cfg.run_id), lambda f: torch.save({**_identity(cfg), "state": state}, f),
+        atomic_write(ck.path(cfgs[0].run_id), lambda f: torch.save({**_identity(cfgs), "state": state}, f),
                      field="checkpoint", binary=True)
     except (ArchsepError, OSError):
         return False
     return True
 
 
-def load(ck: Checkpoints, cfg: RunConfig) -> dict[str, Any] | None:
-    """`cfg`'s saved state (on the CPU; the run moves it), or None where there is none it can
-    use (see the module's text)."""
-    p = ck.path(cfg.run_id)
+def load(ck: Checkpoints, cfgs: Sequence[RunConfig]) -> dict[str, Any] | None:
+    """The saved state of the group `cfgs` (on the CPU; the runs move it), or None where there
+    is none it can use (see the module's text)."""
+    p = ck.path(cfgs[0].run_id)
     if not p.is_file():  # a directory, link to one or device in its place is not ours: ignored
         return None
     try:
@@ -96,24 +98,25 @@ def load(ck: Checkpoints, cfg: RunConfig) -> dict[str, Any] | None:
         return None  # damaged, foreign, or a pickle asking to build an object: not used
     if not isinstance(saved, dict) or not isinstance(saved.get("state"), dict):
         return None
-    if any(saved.get(k) != v for k, v in _identity(cfg).items()):
+    if any(saved.get(k) != v for k, v in _identity(cfgs).items()):
         return None
     return saved["state"]
 
 
 def saved_step(path: Path, config: dict) -> int | None:
-    """The step a checkpoint file saved for the run of `config` (its config as stored) was
-    written at, or None where it is not one of that run's (`archsep status`). Reads the file
-    mapped, read-only: a large checkpoint costs only the few values read from it."""
+    """The step a checkpoint file saved for the run of `config` (its config as stored; the
+    first of its group) was written at, or None where it is not one of that run's (`archsep
+    status`). Reads the file mapped, read-only: a large checkpoint costs only the few values
+    read from it."""
     if not path.is_file():
         return None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        same = isinstance(saved, dict) and saved.get("config") == json.dumps(config, sort_keys=True) \
-            and saved.get("format") == FORMAT
-        step = saved["state"]["step"] if same else None
+        group = json.loads(saved["configs"]) if isinstance(saved, dict) and saved.get("format") == FORMAT else None
+        mine = json.loads(json.dumps(config))  # as JSON has it (tuples as lists)
+        step = saved["state"]["step"] if isinstance(group, list) and group[:1] == [mine] else None
     except UNREADABLE:
         return None
     return step if isinstance(step, int) and not isinstance(step, bool) and step > 0 else None

@@ -67,6 +67,17 @@ class StackAdamW:
             v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
             p.sub_((lr / c1) * m / (v.sqrt() / c2 + self.eps))
 
+    def state_dict(self) -> dict:
+        return {"step_count": self.step_count, "m": self.m, "v": self.v}
+
+    def load_state_dict(self, s: dict) -> None:
+        assert len(s["m"]) == len(self.m) == len(s["v"]), "a state of as many tensors"
+        self.step_count = int(s["step_count"])
+        self.m = [x.to(p.device).clone() for x, p in zip(s["m"], self.params)]
+        self.v = [x.to(p.device).clone() for x, p in zip(s["v"], self.params)]
+        for a, b in zip(self.m + self.v, self.params + self.params):
+            assert a.shape == b.shape, "each moment the shape of its parameter"
+
     def keep(self, sel: torch.Tensor, new_params: list[torch.Tensor]) -> "StackAdamW":
         out = StackAdamW(new_params, self.lrs[sel].tolist(), self.wd, self.betas, self.eps)
         out.step_count = self.step_count
@@ -107,6 +118,14 @@ class Single:
 
     def train(self, on: bool) -> None:
         self.model.train(on)
+
+    def state(self) -> dict:
+        """What it carries from step to step (a checkpoint: engine/checkpoint.py)."""
+        return {"model": self.model.state_dict(), "opt": self.opt.state_dict()}
+
+    def load(self, s: dict) -> None:
+        self.model.load_state_dict(s["model"])
+        self.opt.load_state_dict(s["opt"])
 
 
 class _Opts:
@@ -155,6 +174,14 @@ class Lockstep:
     def train(self, on: bool) -> None:
         for s in self.singles:
             s.train(on)
+
+    def state(self) -> dict:
+        return {"singles": [s.state() for s in self.singles]}
+
+    def load(self, s: dict) -> None:
+        assert len(s["singles"]) == len(self.singles), "a state of as many models"
+        for single, st in zip(self.singles, s["singles"]):
+            single.load(st)
 
 
 class Stacked:
@@ -228,3 +255,17 @@ class Stacked:
     def train(self, on: bool) -> None:
         self.base.train(on)
         self._one.train(on)
+
+    def state(self) -> dict:
+        return {"params": {n: p.detach() for n, p in self.params.items()}, "buffers": self.buffers,
+                "opt": self.opt.state_dict()}
+
+    def load(self, s: dict) -> None:
+        """The state of a stack of the same models (after the same `keep`s)."""
+        assert s["params"].keys() == self.params.keys() and s["buffers"].keys() == self.buffers.keys()
+        with torch.no_grad():
+            for mine, saved in ((self.params, s["params"]), (self.buffers, s["buffers"])):
+                for n, t in mine.items():
+                    assert t.shape == saved[n].shape, "the same models, the same keeps"
+                    t.copy_(saved[n])  # into the same tensors: the optimizer's state stays keyed to them
+        self.opt.load_state_dict(s["opt"])

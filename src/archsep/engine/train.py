@@ -49,8 +49,9 @@ def train_run(cfg: RunConfig, checkpoints: Checkpoints | None = None) -> RunResu
 
 def train_many(configs: list[RunConfig], stack: bool = True, checkpoints: Checkpoints | None = None) -> list[RunResult]:
     """Train several runs; results come back in order. With `stack`, runs that share a
-    `group_key` are trained as one batched computation. With `checkpoints`, a run trained alone
-    saves its state there as it trains and goes on from a saved state (`engine.checkpoint`)."""
+    `group_key` are trained as one batched computation. With `checkpoints`, each group of runs
+    trained together saves its state there as it trains and goes on from a state it saved
+    (`engine.checkpoint`)."""
     out: dict[int, RunResult] = {}
     groups: dict[str, list[int]] = {}
     for i, c in enumerate(configs):
@@ -61,10 +62,10 @@ def train_many(configs: list[RunConfig], stack: bool = True, checkpoints: Checkp
             for race in races(group):  # halving races side by side, every other run alone
                 rs = [group[i] for i in race]
                 out.update(zip([idx[i] for i in race],
-                               [_train_alone(rs[0], checkpoints)] if len(rs) == 1 else _train_side(rs)))
+                               [_train_alone(rs[0], checkpoints)] if len(rs) == 1 else _train_side(rs, checkpoints)))
             continue
         try:
-            results = _train_group(group, stacked=True)
+            results = _train_group(group, stacked=True, checkpoints=checkpoints)
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception:
@@ -74,13 +75,13 @@ def train_many(configs: list[RunConfig], stack: bool = True, checkpoints: Checkp
     return [out[i] for i in range(len(configs))]
 
 
-def _train_side(cfgs: list[RunConfig]) -> list[RunResult]:
+def _train_side(cfgs: list[RunConfig], checkpoints: Checkpoints | None = None) -> list[RunResult]:
     try:
-        return _train_group(cfgs, stacked=False)
+        return _train_group(cfgs, stacked=False, checkpoints=checkpoints)
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception:
-        return [_train_alone(c) for c in cfgs]
+        return [_train_alone(c, checkpoints) for c in cfgs]
 
 
 def _train_alone(cfg: RunConfig, checkpoints: Checkpoints | None = None) -> RunResult:
@@ -271,21 +272,20 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool, checkpoints: Chec
         for tr in r:
             tr.race = len(r)
     rungs = set(tc.rung_steps()) if tc.halving_lrs else set()
-    # a run alone keeps a checkpoint (engine/checkpoint.py) and goes on from one it saved
-    solo = checkpoints if isinstance(stack, Single) and not tc.halving_lrs else None
-    saved = checkpoint.load(solo, cfgs[0]) if solo is not None and resume else None
-    start = 0
-    if saved is not None:
-        try:
-            start = _restore(tracks[0], stack, saved)
-        except Exception:  # noqa: BLE001 - a state naming this run that does not fit it: start afresh
-            return _train_group_flushed(cfgs, stacked, checkpoints, resume=False)
-    last_save = time.perf_counter()
-    stack.train(True)
     limit = tc.diverge_factor * tracks[0].task.baseline
     max_steps = tc.budget // tc.batch_size
     active = list(tracks)
     early = set(tc.early_steps())
+    # the group keeps a checkpoint (engine/checkpoint.py) and goes on from one it saved
+    saved = checkpoint.load(checkpoints, cfgs) if checkpoints is not None and resume else None
+    start = 0
+    if saved is not None:
+        try:
+            start, active, race_of = _restore(tracks, stack, saved)
+        except Exception:  # noqa: BLE001 - a state naming these runs that does not fit them: start afresh
+            return _train_group_flushed(cfgs, stacked, checkpoints, resume=False)
+    last_save = time.perf_counter()
+    stack.train(True)
     for step in range(start + 1, max_steps + 1):
         # sample -> forward -> loss -> backward -> step
         batches = [tr.data.next() for tr in active]
@@ -324,8 +324,8 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool, checkpoints: Chec
                 break
             stack.keep(keep)
             active = [active[k] for k in keep]
-        if solo is not None and time.perf_counter() - last_save >= solo.every_s:
-            checkpoint.save(solo, cfgs[0], _state(tracks[0], stack, step))
+        if checkpoints is not None and time.perf_counter() - last_save >= checkpoints.every_s:
+            checkpoint.save(checkpoints, cfgs, _state(tracks, active, race_of, stack, step))
             last_save = time.perf_counter()
     else:
         for k, tr in enumerate(active):
@@ -333,41 +333,56 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool, checkpoints: Chec
     return [tr.result(max_steps) for tr in tracks]
 
 
-def _state(tr: _Track, stack: Single | Stacked | Lockstep, step: int) -> dict:
-    """Everything a run alone carries from one step to the next, at a scheduled evaluation
-    point (its window of pre-update metrics was just emptied onto its train curve)."""
-    assert isinstance(stack, Single)
-    d, looks = tr.data, tr.looks
-    return {"step": step, "elapsed": time.perf_counter() - tr.t0,
-            "model": stack.model.state_dict(), "opt": stack.opt.state_dict(), "torch_rng": torch.get_rng_state(),
-            "data": {"gen": d.gen.get_state(), "order": d.order, "pos": d.pos, "step": d.step},
-            "track": {"window": list(tr.window), "curve": tr.curve, "train_curve": tr.train_curve,
-                      "probes": tr.probes, "status": tr.status, "hit": tr.hit, "best": tr.best,
-                      "best_state": tr.best_state, "since_best": tr.since_best, "stopped": tr.stopped,
-                      "resumed_at": tr.resumed_at},
-            "looks": {"ref": looks.ref, "se": looks.se, "full_evals": looks.full_evals,
-                      "screened_out": looks.screened_out}}
+# what a _Track carries from step to step, beyond its config, task, held-out set and data stream
+TRACK_FIELDS = ("window", "curve", "train_curve", "probes", "status", "hit", "best", "best_state", "test_metric",
+                "extra_tests", "by_length", "done", "since_best", "stopped", "race", "resumed_at")
 
 
-def _restore(tr: _Track, stack: Single | Stacked | Lockstep, s: dict) -> int:
-    """Load a `_state` into a run alone just built; returns the step it was saved at."""
-    assert isinstance(stack, Single)
-    stack.model.load_state_dict(s["model"])
-    stack.opt.load_state_dict(s["opt"])
+def _state(tracks: list[_Track], active: list[_Track], race_of: list[list[_Track]],
+           stack: Single | Stacked | Lockstep, step: int) -> dict:
+    """Everything a group carries from one step to the next, at a scheduled evaluation point
+    (each active run's window of pre-update metrics was just emptied onto its train curve):
+    the stack's parameters and optimizer, each run's data stream and bookkeeping (a run that
+    has finished keeps its result), which runs still train, and the torch generator."""
+    t0 = tracks[0].t0
+    at = {id(tr): k for k, tr in enumerate(tracks)}  # by identity (a _Track's == compares its fields)
+    return {"step": step, "elapsed": time.perf_counter() - t0, "torch_rng": torch.get_rng_state(),
+            "stack": stack.state(), "active": [at[id(tr)] for tr in active],
+            "races": [[at[id(tr)] for tr in r] for r in race_of],
+            "tracks": [{"data": {"gen": tr.data.gen.get_state(), "order": tr.data.order, "pos": tr.data.pos,
+                                 "step": tr.data.step},
+                        "looks": {"ref": tr.looks.ref, "se": tr.looks.se, "full_evals": tr.looks.full_evals,
+                                  "screened_out": tr.looks.screened_out},
+                        "ended": None if tr.t_end is None else tr.t_end - t0,
+                        **{f: getattr(tr, f) for f in TRACK_FIELDS}} for tr in tracks]}
+
+
+def _restore(tracks: list[_Track], stack: Single | Stacked | Lockstep,
+             s: dict) -> tuple[int, list[_Track], list[list[_Track]]]:
+    """Load a `_state` into a group just built (the same configs); returns the step it was
+    saved at, the runs still training and the learning-rate races."""
+    assert len(s["tracks"]) == len(tracks), "a state of as many runs"
+    active = [tracks[k] for k in s["active"]]
+    if len(active) < len(tracks):
+        stack.keep(list(s["active"]))
+    stack.load(s["stack"])
     torch.set_rng_state(s["torch_rng"])
-    d = tr.data
-    d.gen.set_state(s["data"]["gen"])
-    d.order, d.pos, d.step = s["data"]["order"].to(d.gen.device), s["data"]["pos"], s["data"]["step"]
-    for k, v in s["track"].items():
-        setattr(tr, k, v)
-    tr.looks = HeldOutLooks(**s["looks"])
-    if tr.looks.ref is not None:
-        tr.looks.ref = tr.looks.ref.to(tr.held_out.x.device)
-    if tr.best_state is not None:
-        tr.best_state = {k: v.to(tr.held_out.x.device) for k, v in tr.best_state.items()}
-    tr.t0 = time.perf_counter() - s["elapsed"]
-    tr.resumed_at = [*tr.resumed_at, s["step"]]
-    return s["step"]
+    t0 = time.perf_counter() - s["elapsed"]
+    for tr, st in zip(tracks, s["tracks"]):
+        d, dev = tr.data, tr.held_out.x.device
+        d.gen.set_state(st["data"]["gen"])
+        d.order, d.pos, d.step = st["data"]["order"].to(d.gen.device), st["data"]["pos"], st["data"]["step"]
+        for f in TRACK_FIELDS:
+            setattr(tr, f, st[f])
+        tr.looks = HeldOutLooks(**st["looks"])
+        if tr.looks.ref is not None:
+            tr.looks.ref = tr.looks.ref.to(dev)
+        if tr.best_state is not None:
+            tr.best_state = {k: v.to(dev) for k, v in tr.best_state.items()}
+        tr.t0 = t0
+        tr.t_end = None if st["ended"] is None else t0 + st["ended"]
+        tr.resumed_at = [*tr.resumed_at, s["step"]]
+    return s["step"], active, [[tracks[k] for k in r] for r in s["races"]]
 
 
 @torch.no_grad()
