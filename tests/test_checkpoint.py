@@ -225,11 +225,12 @@ def test_status_reads_the_step_of_this_runs_checkpoint_only(tmp_path):
     ck = Checkpoints(str(tmp_path / "ck"), 1e9)
     p = ck.path(cfg.run_id)
     assert checkpoint.save(ck, [cfg], {"step": 7})
-    assert checkpoint.saved_step(p, cfg.to_dict()) == 7
-    assert checkpoint.saved_step(p, other.to_dict()) is None  # names another config
+    assert checkpoint.saved_step(ck, cfg.run_id, cfg.to_dict()) == 7
+    assert checkpoint.saved_step(ck, cfg.run_id, other.to_dict()) is None  # names another config
+    assert checkpoint.saved_step(ck, "../" + cfg.run_id, cfg.to_dict()) is None  # never made a path
     for data in (b"", b"junk", pickle.dumps({"state": {"step": 7}})):
         p.write_bytes(data)
-        assert checkpoint.saved_step(p, cfg.to_dict()) is None
+        assert checkpoint.saved_step(ck, cfg.run_id, cfg.to_dict()) is None
 
 
 # --- groups: seeds stacked into one computation, learning-rate races stacked or side by side ----

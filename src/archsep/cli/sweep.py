@@ -58,7 +58,7 @@ def print_costs(name: str, configs, out, workers: int | None) -> None:
     """The cost estimate of `configs` (runs finished in OUT's store cost nothing more)."""
     import os
 
-    from ..engine.checkpoint import DIR_NAME, saved_step
+    from ..engine.checkpoint import Checkpoints, saved_step
     from ..engine.cost import estimate, report
     from ..runs.store import DB_NAME, open_store
 
@@ -67,8 +67,9 @@ def print_costs(name: str, configs, out, workers: int | None) -> None:
         with open_store(out, create=False) as store:
             finished = store.finished_ids() & {c.run_id for c in configs}
     # a pending run with a checkpoint goes on from its step: only the rest is counted
+    ck = Checkpoints.beside(out)
     started = {c.run_id: step for c in configs if c.run_id not in finished
-               for step in [saved_step(Path(out) / DIR_NAME / f"{c.run_id}.pt", c.to_dict())] if step}
+               for step in [saved_step(ck, c.run_id, c.to_dict())] if step}
     text = report(name, estimate(configs, workers or os.cpu_count() or 1, finished, started))
     print("\n".join(printable(line) for line in text.splitlines()))
 
@@ -175,10 +176,10 @@ def cmd_status(a: argparse.Namespace) -> int:
 def _checkpointed(out: Path, store) -> list[dict]:
     """The pending runs with a checkpoint of theirs in OUT/checkpoints (engine/checkpoint.py):
     where a rerun goes on from. Read as data, never written."""
-    from ..engine.checkpoint import DIR_NAME, saved_step
+    from ..engine.checkpoint import Checkpoints, saved_step
 
-    d = out / DIR_NAME
-    if not d.is_dir():
+    ck = Checkpoints.beside(out)
+    if not Path(ck.dir).is_dir():
         return []
     seen = store.finished_ids()  # and, as the loop goes, the pending runs already looked at
     found: list[dict] = []
@@ -193,7 +194,7 @@ def _checkpointed(out: Path, store) -> list[dict]:
             steps = int(train["budget"]) // int(train["batch_size"])
         except (ValueError, TypeError, KeyError):
             continue  # a damaged plan: status reports the rows it can read
-        step = saved_step(d / f"{rid}.pt", cfg) if isinstance(rid, str) and rid.isalnum() else None
+        step = saved_step(ck, rid, cfg)
         if step is not None and steps > 0:
             found.append({"run_id": rid, "label": cfg.get("label") or cfg.get("arch"),
                           "task_params": cfg.get("task_params"), "seed": cfg.get("seed"), "step": step,

@@ -53,6 +53,11 @@ class Checkpoints:
     def path(self, run_id: str) -> Path:
         return Path(self.dir) / f"{run_id}.pt"
 
+    @classmethod
+    def beside(cls, out: str | Path, every_s: float = 0.0) -> "Checkpoints":
+        """The checkpoints of the store in folder `out` (OUT/checkpoints)."""
+        return cls(str(Path(out) / DIR_NAME), every_s)
+
 
 def _archsep_version() -> str:
     try:
@@ -103,12 +108,13 @@ def load(ck: Checkpoints, cfgs: Sequence[RunConfig]) -> dict[str, Any] | None:
     return saved["state"]
 
 
-def saved_step(path: Path, config: dict) -> int | None:
-    """The step a checkpoint file saved for the run of `config` (its config as stored; the
-    first of its group) was written at, or None where it is not one of that run's (`archsep
-    status`). Reads the file mapped, read-only: a large checkpoint costs only the few values
-    read from it."""
-    if not path.is_file():
+def saved_step(ck: Checkpoints, run_id: str, config: dict) -> int | None:
+    """The step the checkpoint of run `run_id` (`config` as stored; the first run of its
+    group) was saved at, or None where there is none of that run's (`archsep status`,
+    `--dry-run`). Reads the file mapped, read-only: a large checkpoint costs only the few
+    values read from it; a run id that is not a plain name is never made a path."""
+    path = ck.path(run_id) if isinstance(run_id, str) and run_id.isalnum() else None
+    if path is None or not path.is_file():
         return None
     try:
         with warnings.catch_warnings():

@@ -333,9 +333,10 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool, checkpoints: Chec
     return [tr.result(max_steps) for tr in tracks]
 
 
-# what a _Track carries from step to step, beyond its config, task, held-out set and data stream
+# what a _Track carries from step to step, beyond what building the group gives it again (its
+# config, task, held-out set, data stream and race size)
 TRACK_FIELDS = ("window", "curve", "train_curve", "probes", "status", "hit", "best", "best_state", "test_metric",
-                "extra_tests", "by_length", "done", "since_best", "stopped", "race", "resumed_at")
+                "extra_tests", "by_length", "done", "since_best", "stopped", "resumed_at")
 
 
 def _state(tracks: list[_Track], active: list[_Track], race_of: list[list[_Track]],

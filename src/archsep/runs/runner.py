@@ -18,7 +18,7 @@ from ..config import RunConfig
 from ..engine.planning import check_memory
 from ..errors import ArchsepError
 from ..engine.cost import progress_weights
-from ..engine.checkpoint import DIR_NAME as CHECKPOINT_DIR, Checkpoints, discard, tidy
+from ..engine.checkpoint import Checkpoints, discard, tidy
 from .executors import checkpoint_every, make_executor, plan_batches
 from .launch import Launch
 from .store import Store, disk_full, open_store, result_from_row
@@ -80,7 +80,7 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
     for c in configs:  # a run that could not fit in memory is refused before anything is made
         check_memory(c)
     every = checkpoint_every()  # a long run's checkpoints go beside its store (engine/checkpoint.py)
-    ck = Checkpoints(str(out_dir / CHECKPOINT_DIR), every) if out_dir is not None and every is not None else None
+    ck = Checkpoints.beside(out_dir, every) if out_dir is not None and every is not None else None
     store: Store | None = open_store(out_dir) if out_dir is not None else None
     try:
         if log is not None:
