@@ -171,6 +171,15 @@ CELL_COLUMNS = ["label", "arch", "task", "N", "width", "seed", "test_acc", "val_
                 "budget_steps", "reached", "status", "params", "state_size", "wall_s"]
 
 
+def untrained(label: str, control: Claim) -> str:
+    """Why a claim on `label` gets no verdict: its own control failed (it did not train here), or
+    a composite control failed on another arm's part (e.g. Dyck's "a Transformer trains at the
+    longest length"), which says nothing of `label` itself."""
+    if control.values.get("label") == label:
+        return f"{label} did not train here ({control.text})"
+    return f"a control it needs did not hold ({control.text})"
+
+
 class SizeExperiment(Experiment):
     """A (length x width) accuracy grid. A figure names its task, its scales and its claims
     (`claims(table, scale)`, reading `table[label][(N, width)]`, the mean test accuracy)."""
@@ -326,7 +335,7 @@ class SizeExperiment(Experiment):
                 f"lower end {pct(lo)}")
         values = {"label": label, "N": N, "mean": m, "lower": lo, "baseline": base, "control": control.held}
         if not control.held:
-            return Claim("baseline", f"no verdict: {label} did not train here ({control.text}); {text}", None, values)
+            return Claim("baseline", f"no verdict: {untrained(label, control)}; {text}", None, values)
         if lo is None or base is None:
             return Claim("baseline", f"no verdict (fewer than 2 seeds or no baseline): {text}", None, values)
         return Claim("baseline", text, lo > base, values)
@@ -338,7 +347,7 @@ class SizeExperiment(Experiment):
         text = f"N={N}: {label} reaches {pct(level)}: mean {pct(m)} (95% interval lower end {pct(lo)})"
         values = {"label": label, "N": N, "mean": m, "lower": lo, "level": level, "control": control.held}
         if not control.held:
-            return Claim("threshold", f"no verdict: {label} did not train here ({control.text}); {text}", None, values)
+            return Claim("threshold", f"no verdict: {untrained(label, control)}; {text}", None, values)
         return Claim("threshold", text, m is not None and m >= level, values)
 
     def below(self, worse: str, better: str, N: int, control: Claim) -> Claim:
@@ -351,7 +360,7 @@ class SizeExperiment(Experiment):
                 f"(lower end {pct(lb)})")
         values = {"N": N, worse: mw, better: mb, "upper": hw, "lower": lb, "control": control.held}
         if not control.held:
-            return Claim("ordering", f"no verdict: {worse} did not train here ({control.text}); {text}", None, values)
+            return Claim("ordering", f"no verdict: {untrained(worse, control)}; {text}", None, values)
         if hw is None or lb is None:
             return Claim("ordering", f"no verdict (fewer than 2 seeds): {text}", None, values)
         return Claim("ordering", text, hw < lb, values)
