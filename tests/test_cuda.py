@@ -74,6 +74,27 @@ def test_a_preset_runs_on_cuda_from_the_command_line(tmp_path):
     assert {str(d).split(":")[0] for d in load(tmp_path / "o").device} == {"cuda"}  # where each run trained
 
 
+def test_fp32_on_cuda_keeps_tf32_out_of_cudnn_and_matmuls():
+    """torch lets cuDNN (the RNNs' fused cells, convolutions) use TF32 by default: a run stored as
+    fp32 must not train in TF32 on a GPU. The flags are process settings, so this runs anywhere."""
+    from archsep.engine.train import matmul_precision
+
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # torch's cuDNN default
+    try:
+        with matmul_precision("fp32", torch.device("cuda")):
+            assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+        assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32  # restored
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        with matmul_precision("tf32", torch.device("cuda")):
+            assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+        with matmul_precision("fp32", torch.device("cpu")):  # the CPU has no TF32: left as it is
+            assert not torch.backends.cudnn.allow_tf32
+        assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
 def test_without_cuda_asking_for_it_is_one_line(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

@@ -222,13 +222,15 @@ def flush_denormals():
 
 @contextlib.contextmanager
 def matmul_precision(mode: str, dev: torch.device):
-    """TensorFloat-32 for CUDA matmuls and convolutions while a "tf32" group trains; the
-    process's settings are restored afterwards."""
-    if mode != "tf32" or dev.type != "cuda":
+    """CUDA matmuls and cuDNN kernels (convolutions and the RNNs' fused cells) in TensorFloat-32
+    while a "tf32" group trains, and in full fp32 otherwise: torch lets cuDNN use TF32 by
+    default, so an "fp32" RNN on a GPU would round its products to 10 mantissa bits unless told
+    not to. The process's settings are restored afterwards."""
+    if dev.type != "cuda":
         yield
         return
     old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = mode == "tf32"
     try:
         yield
     finally:
