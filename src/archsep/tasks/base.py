@@ -47,6 +47,27 @@ class Batch:
         return self.x.shape[0]
 
 
+class Constant:
+    """A task's fixed tensor (positional codes, a link's directions, a DFA's table), kept on the
+    CPU and copied to each other device once. A copy from host memory at every batch makes a
+    GPU's training loop wait for the host at every step (torch's sync debug mode flagged two
+    such copies a step in qSTR on an H100); the copies are not pickled."""
+
+    def __init__(self, value: torch.Tensor):
+        self.value = value
+        self._copies: dict[torch.device, torch.Tensor] = {}
+
+    def on(self, device: torch.device) -> torch.Tensor:
+        if device == self.value.device:
+            return self.value
+        if device not in self._copies:
+            self._copies[device] = self.value.to(device)
+        return self._copies[device]
+
+    def __getstate__(self) -> dict:
+        return {"value": self.value, "_copies": {}}
+
+
 class Task(abc.ABC):
     """Base class. Subclasses are frozen dataclasses whose fields are the task parameters."""
 

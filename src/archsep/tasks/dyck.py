@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import check
-from .base import Batch, ClassificationTask, TaskSpec
+from .base import Batch, ClassificationTask, Constant, TaskSpec
 from .registry import TASKS
 
 SYMBOLS = "()[]"  # id = 2 * type + is_close
@@ -59,6 +59,7 @@ def _build_dfa() -> tuple[list[tuple[int, ...]], torch.Tensor]:
 
 
 DFA_STACKS, DFA_TABLE = _build_dfa()
+_TABLE = Constant(DFA_TABLE)
 REJECT = len(DFA_STACKS)  # 7
 ACCEPT = 0  # the empty stack
 
@@ -66,7 +67,7 @@ ACCEPT = 0  # the empty stack
 def dfa_accepts(x: torch.Tensor) -> torch.Tensor:
     """(..., L) token ids -> (...) bool: membership in bounded Dyck-(2,2), by the DFA, one
     position at a time (the reference `dyck_accepts` is tested against)."""
-    table = DFA_TABLE.to(x.device)
+    table = _TABLE.on(x.device)
     state = torch.zeros(x.shape[:-1], dtype=torch.long, device=x.device)
     for i in range(x.shape[-1]):
         state = table[state, x[..., i].long()]

@@ -10,6 +10,7 @@ import math
 import torch
 
 from ..registry import Registry
+from .base import Constant
 
 
 class Link:
@@ -35,9 +36,10 @@ class Linear(Link):
     def __init__(self, q, d, generator, width=32):
         super().__init__(q, d, generator)
         self.u = _unit_rows(q, d, generator)
+        self._u = Constant(self.u)  # on a GPU: copied there once
 
     def __call__(self, xs):
-        return (xs * self.u.to(xs.device)).sum(dim=(-1, -2)) / math.sqrt(self.q)
+        return (xs * self._u.on(xs.device)).sum(dim=(-1, -2)) / math.sqrt(self.q)
 
 
 @LINKS.register("hermite2")
@@ -45,7 +47,7 @@ class Hermite2(Linear):
     """(1/sqrt q) sum_h He2(<u_h, x_h>), He2(z) = (z^2 - 1)/sqrt 2."""
 
     def __call__(self, xs):
-        z = (xs * self.u.to(xs.device)).sum(-1)
+        z = (xs * self._u.on(xs.device)).sum(-1)
         return ((z * z - 1) / math.sqrt(2)).sum(-1) / math.sqrt(self.q)
 
 
@@ -75,8 +77,9 @@ class ReluTeacher(Link):
         mean = self.a.sum() / math.sqrt(2 * math.pi)
         second = self.a @ _arccos_kernel(self.w @ self.w.T) @ self.a
         self.mean, self.std = float(mean), float(torch.sqrt(second - mean * mean))
+        self._w, self._a = Constant(self.w), Constant(self.a)  # on a GPU: copied there once
 
     def __call__(self, xs):
         v = xs.flatten(-2).to(torch.float64)
-        h = torch.relu(v @ self.w.to(xs.device).T) @ self.a.to(xs.device)
+        h = torch.relu(v @ self._w.on(xs.device).T) @ self._a.on(xs.device)
         return ((h - self.mean) / self.std).to(xs.dtype)

@@ -21,11 +21,12 @@ constant alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
 from ..errors import check
-from .base import Batch, ClassificationTask, TaskSpec
+from .base import Batch, ClassificationTask, Constant, TaskSpec
 from .registry import TASKS
 
 
@@ -62,13 +63,17 @@ class Memorization(ClassificationTask):
         n_values = self.vocab - 1 - self.n_keys
         return (self.n_keys + torch.randperm(n_values, generator=g)[:self.n_keys]).to(device)
 
+    @cached_property
+    def _values(self) -> Constant:  # drawn once, not at every batch; copied to a GPU once
+        return Constant(self.value_of())
+
     def sample(self, n: int, generator: torch.Generator) -> Batch:
         dev = generator.device
         keys = torch.randint(0, self.n_keys, (n, self.N // 2), generator=generator, device=dev)
         x = torch.full((n, self.N), self.insert, dtype=torch.long, device=dev)
         x[:, 0::2] = keys
         y = torch.zeros(n, self.N, dtype=torch.long, device=dev)
-        y[:, 1::2] = self.value_of(dev)[keys]
+        y[:, 1::2] = self._values.on(dev)[keys]
         mask = torch.zeros(n, self.N, dtype=torch.bool, device=dev)
         mask[:, 1::2] = True
         return Batch(x, y, mask)

@@ -16,7 +16,7 @@ from functools import cached_property
 import torch
 
 from ..errors import ArchsepError, check
-from .base import Batch, Task, TaskSpec
+from .base import Batch, Constant, Task, TaskSpec
 from .links import LINKS, Link
 from .registry import TASKS
 
@@ -106,6 +106,10 @@ class QSTR(Task):
     def codes(self) -> torch.Tensor:
         return self._hidden[1]
 
+    @cached_property
+    def _codes(self) -> Constant:
+        return Constant(self.codes)
+
     @property
     def d_e(self) -> int:
         return code_dim(self.N)
@@ -158,7 +162,7 @@ class QSTR(Task):
     def assemble(self, x: torch.Tensor, t: torch.Tensor) -> Batch:
         """The batch for tokens x (n, N, d) and index tuples t (n, N, q)."""
         n = x.shape[0]
-        codes = self.codes.to(x.device)
+        codes = self._codes.on(x.device)
         retrieved = torch.gather(x.unsqueeze(1).expand(n, self.N, self.N, self.d), 2,
                                  t.unsqueeze(-1).expand(n, self.N, self.q, self.d))
         y = self.g(retrieved)
