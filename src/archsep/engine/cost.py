@@ -49,6 +49,9 @@ from .planning import (group_key, longest_step_flops, model_stackable, plan_batc
 
 # one H100 running PyTorch eagerly: ~8 us of launch and dispatch per operator; small models are
 # launch-bound. 1e14 FLOP/s sustained: well under the TF32/bf16 peak, as small matmuls get.
+# Checked once against a GPU (2026-11-26, an H200, one process, fp32): qstr-fig3's RNN took 3.2,
+# 3.5 and 4.1 ms a step at q = 2, 1, 5 (evaluations included), where this model says 2.5, 2.5
+# and 3.0: about 1.3x low (fp32 runs no tensor-core FLOPs). Not recalibrated on one model.
 GPU: dict[str, Any] = {"name": "one H100 (modelled)", "op_s": 8e-6, "flops": 1e14}
 EVAL_PROBE = 32  # held-out examples in the timed evaluation forward
 TIMED_STEPS, TIMED_S = 8, 0.25  # steps timed per shape: at most 8, or until they took TIMED_S seconds
