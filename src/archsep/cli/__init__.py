@@ -99,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("preset", help=f"one of: {', '.join(PRESETS.names())}")
     add_scale_args(r)
     r.add_argument("--out", type=path_arg("--out"), help="output directory (default results/<preset>[-<scale>])")
-    r.add_argument("--workers", type=_positive_int("--workers"), help="worker processes (default: CPU cores)")
+    r.add_argument("--workers", type=_positive_int("--workers"),
+                   help="worker processes (default: CPU cores; 1 where the runs train on a GPU)")
     r.add_argument("--device", default="auto", help="auto | cpu | cuda")
     r.add_argument("--executor", default="local", help="local (default: a process pool) | ray")
     r.add_argument("--address", help="Ray cluster address HOST:PORT (default: start a local cluster)")

@@ -22,7 +22,8 @@ def add_parsers(sub, positive_int) -> None:
     s.add_argument("--executor", default="local", help="local (default: a process pool) | ray")
     s.add_argument("--address", help="Ray cluster address HOST:PORT (default: start a local cluster)")
     s.add_argument("--workers", type=positive_int("--workers"),
-                   help="worker processes (local) or concurrent tasks (ray); default: CPU cores")
+                   help="worker processes (local) or concurrent tasks (ray); default: CPU cores "
+                        "(local: 1 where the runs train on a GPU)")
     s.add_argument("--device", help="auto | cpu | cuda, for every run (not part of a run's identity)")
     from . import add_scale_args
 

@@ -3,7 +3,6 @@ Writes OUT/archsep.db (every run), runs.csv, summary.json, the figures and summa
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from ..errors import ArchsepError
 from ..fileio import OWNED, atomic_write, check_output, default_dir
 from ..results import Summary
 from ..runs.launch import Launch
+from ..runs.executors import default_workers
 from ..runs.runner import launch_runs
 from ..runs.store import DB_NAME, open_store
 from ..reporting.tables import write_csv
@@ -20,10 +20,6 @@ from .plan import plan_sweep
 # the per-preset JSON-lines stores of archsep before every run went to archsep.db (paper A's
 # cells, Figure 2's runs): a directory holding one is refused, not silently mixed
 LEGACY_FILES = tuple(f"{stem}.jsonl" for stem in ("cells", "results"))
-
-
-def default_workers() -> int:
-    return max(1, os.cpu_count() or 1)
 
 
 def default_out(name: str, scale: str, overrides: dict | None = None) -> Path:
@@ -117,7 +113,7 @@ def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None
     out_dir = launch.out if launch.out is not None else default_out(name, scale, overrides)
     if out_dir.is_dir():
         check_out(out_dir, outputs_name(name, scale, overrides))
-    launch = dataclasses.replace(launch, out=out_dir, workers=launch.workers or default_workers())
+    launch = dataclasses.replace(launch, out=out_dir, workers=launch.workers or default_workers(sweep.configs))
     # every run's memory is checked before OUT and its store are created
     t0 = time.perf_counter()
     results = launch_runs(sweep.configs, launch, desc=name, sweep=sweep) if train else stored(sweep.configs, out_dir)

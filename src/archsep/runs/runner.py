@@ -19,7 +19,7 @@ from ..engine.planning import check_memory
 from ..errors import ArchsepError
 from ..engine.cost import progress_weights
 from ..engine.checkpoint import Checkpoints, discard, tidy
-from .executors import checkpoint_every, make_executor, plan_batches
+from .executors import checkpoint_every, default_workers, make_executor, plan_batches
 from .launch import Launch
 from .store import Store, disk_full, open_store, result_from_row
 from ..results import RunResult
@@ -76,6 +76,8 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
     assert launch.checked, "a Launch is checked where it is made (Launch.check)"
     out_dir, workers, progress, log = launch.out, launch.workers, launch.progress, launch.log
     executor, address, retry_errors = launch.executor, launch.address, launch.retry_errors
+    if workers is None and executor == "local":
+        workers = default_workers(configs)  # one a core; one on a GPU
     tracker = None
     for c in configs:  # a run that could not fit in memory is refused before anything is made
         check_memory(c)
