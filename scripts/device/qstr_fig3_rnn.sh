@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # qstr-fig3 at full scale, the RNN arm, on one lent GPU: the runs at the q values AT (default 2),
-# WORKERS processes at a time (default 2), for at most SECONDS; then the CUDA tests. With CONTROL=1,
+# WORKERS processes at a time (default 1, archsep's default on a GPU; 2 may
+# help a launch-bound model, not yet measured), for at most SECONDS; then the CUDA tests. With CONTROL=1,
 # also the RNN at q = 1 once more on the GPU (into a store of its own), beside the same five runs
 # trained on the CPU: a check that the device does not move the statistic.
 # On the CPU the RNN at q = 2..5 is 60 core-hours. Measured on an H200 (2026-11-26), one process:
 # 3.2 ms a step at q = 2 and 4.1 ms at q = 5, evaluations included, so a run to the 2M budget
 # (31,250 steps) is 100-130 s; 25 processes sharing an H100 finished no run in 500 s. So a lease
-# of 15 minutes does one q: five runs, whole.
+# of 15 minutes does one q: five runs, whole, one at a time (about 8.5 min at q = 2 if all reach the budget).
 # Usage, on the device machine, from the repository root:
-#   AT=2 WORKERS=2 bash scripts/device/qstr_fig3_rnn.sh 480
+#   AT=2 bash scripts/device/qstr_fig3_rnn.sh 530
 # Everything it keeps goes under $OUT: the finished runs as jsonl (exported every minute, so a cut
 # leaves them), the logs, the machine. Bring the runs home with `archsep import FILE --out STORE`.
 set -u
@@ -26,7 +27,7 @@ export_all() {
       && mv "$OUT/$s.jsonl.tmp" "$OUT/$s.jsonl"
   done
 }
-timeout "$T" $PY -m archsep reproduce qstr-fig3 --only RNN --at "${AT:-2}" --device "$DEV" --workers "${WORKERS:-2}" \
+timeout "$T" $PY -m archsep reproduce qstr-fig3 --only RNN --at "${AT:-2}" --device "$DEV" --workers "${WORKERS:-1}" \
   --no-progress --out "$W/q3" > "$OUT/q3.log" 2>&1 &
 P1=$!
 P2=$P1
