@@ -52,7 +52,7 @@ def test_reduced_precision_on_cuda_reaches_the_samples_of_fp32(precision):
 def test_the_training_step_does_not_synchronise_with_the_host():
     """Between evaluations the loop queues work and never waits for the GPU: the host syncs that
     torch's sync debug mode reports do not grow with the number of steps (setting up a run, moving
-    its model and held-out set to the GPU, and its final evaluation may sync; on an H100 the
+    its model and held-out set to the GPU, and its final evaluation may sync; on a lent GPU the
     loop synced twice a step, copying qSTR's codes and link directions)."""
     import warnings
 
@@ -105,7 +105,7 @@ def test_fp32_on_cuda_keeps_tf32_out_of_cudnn_and_matmuls():
 @pytest.mark.parametrize("name", TASKS.names())
 def test_after_its_first_batch_a_task_copies_nothing_to_the_device(name, monkeypatch):
     """A copy of a host tensor at every batch makes a GPU's training loop wait for the host at
-    every step (qSTR's codes and link directions did, on an H100: `Constant`). On the CPU such a
+    every step (qSTR's codes and link directions did, on a lent GPU: `Constant`). On the CPU such a
     copy is a no-op, so this counts the calls of Tensor.to that name a device, after the first batch."""
     task = TASKS.build(name)
     g = torch.Generator().manual_seed(0)
@@ -125,7 +125,7 @@ def test_after_its_first_batch_a_task_copies_nothing_to_the_device(name, monkeyp
 
 def test_the_default_workers_are_one_a_core_and_one_on_a_gpu(monkeypatch):
     """Processes sharing one GPU time-slice it: on an H100, 25 of them finished none of qstr-fig3's
-    RNN runs in 500 s, where one trains such a run in 100-130 s. So a GPU gets one worker."""
+    RNN runs in 500 s, where one process trains such a run in 100-130 s (on an H200). So a GPU gets one worker."""
     from archsep.runs.executors import cores, default_workers
 
     on = [cfg(0, "auto"), cfg(1, "auto")]

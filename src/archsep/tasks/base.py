@@ -51,7 +51,7 @@ class Constant:
     """A task's fixed tensor (positional codes, a link's directions, a DFA's table), kept on the
     CPU and copied to each other device once. A copy from host memory at every batch makes a
     GPU's training loop wait for the host at every step (torch's sync debug mode flagged two
-    such copies a step in qSTR on an H100); the copies are not pickled."""
+    such copies a step in qSTR on a lent H200); the copies are not pickled."""
 
     def __init__(self, value: torch.Tensor):
         self.value = value
