@@ -1,5 +1,6 @@
 """The CUDA path: what runs on a GPU when one is there; skipped cleanly without one (this
-project's machines have none: the GPU runs are outstanding until a session is lent one)."""
+project's own machines have none; a lent H100 ran these on 2026-11-26, where the sync test
+caught the loop copying qSTR's constants to the GPU at every step, since fixed)."""
 from __future__ import annotations
 
 import subprocess
