@@ -63,6 +63,40 @@ def test_a_partial_file_resumes_the_sweep_with_the_missing_run_alone(made, tmp_p
     assert numbers(again) == numbers(first)  # the same numbers, here or there
 
 
+def test_runs_trained_on_a_gpu_are_imported_and_read_on_a_machine_without_one(made, tmp_path, capsys, monkeypatch):
+    """A lent GPU's runs say device "cuda" in their configs; the device is not in a run's identity,
+    so they are the runs a CPU's sweep asks for. Importing and reading them needs no GPU (this
+    refused, on this machine, the runs a lent H200 trained for qstr-fig3); training on "cuda"
+    where there is none is still one line, before anything runs."""
+    import torch
+
+    from archsep import RunConfig
+    from archsep.errors import ArchsepError
+
+    s, src, first, lines = made
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    rows = [json.loads(line) for line in lines]
+    for r in rows:
+        c = json.loads(r["config"])
+        c["train"]["device"] = "cuda"
+        r["config"] = json.dumps(c)
+        assert RunConfig.from_dict(c).run_id == r["run_id"]  # the same run as on the CPU
+    f = tmp_path / "gpu.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    capsys.readouterr()
+    assert main(["import", str(f), "--out", str(tmp_path / "store")]) == 0
+    assert "4 run(s) added" in capsys.readouterr().out
+    seen: list = []
+    again = run_configs(s.configs, tmp_path / "store", workers=1, progress=False, sweep=s, on_result=seen.append)
+    assert seen == [] and [r.samples for r in again] == [r.samples for r in first]
+    with open_store(tmp_path / "store", create=False) as st:  # the stored configs read back as they are
+        assert {json.loads(r["config"])["train"]["device"] for r in st.rows()} == {"cuda"}
+    with pytest.raises(ArchsepError, match="device: 'cuda' asked for but no CUDA device"):
+        run_configs([RunConfig.from_dict(json.loads(rows[0]["config"]))], tmp_path / "other", workers=1,
+                    progress=False)
+    assert not (tmp_path / "other").exists()
+
+
 def test_a_stored_run_keeps_its_result_when_a_file_says_otherwise(made, tmp_path, capsys):
     _, src, _, lines = made
     out = tmp_path / "store"

@@ -161,7 +161,7 @@ class TrainConfig:
         check(not self.curriculum or self.train_set_size == 0, "curriculum",
               f"draws fresh batches at each stage's length; it cannot replay a fixed training set "
               f"(train_set_size = {self.train_set_size})")
-        resolve_device(self.device)
+        check_device_name(self.device)  # not whether it is here: a run made on a GPU is read anywhere
 
     def stage_ends(self) -> tuple[int, ...]:
         """The step after which each curriculum stage ends (its steps summed)."""
@@ -194,9 +194,16 @@ def _train_hints() -> dict:
     return typing.get_type_hints(TrainConfig)
 
 
+def check_device_name(name: str) -> None:
+    check(isinstance(name, str) and (name in ("auto", "cpu", "cuda") or name.startswith("cuda:")), "device",
+          f"unknown value {name!r}; allowed: auto, cpu, cuda")
+
+
 def resolve_device(name: str) -> torch.device:
-    check(name in ("auto", "cpu", "cuda") or name.startswith("cuda:"), "device",
-          f"unknown value '{name}'; allowed: auto, cpu, cuda")
+    """The device a run trains on here. A config only checks its name (`check_device_name`): a
+    store or a jsonl of runs trained on a GPU is read, imported and reported on a machine without
+    one; asking to train on "cuda" where there is none is refused here, before anything runs."""
+    check_device_name(name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
