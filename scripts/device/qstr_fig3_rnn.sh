@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # qstr-fig3 at full scale, the RNN arm, on one lent GPU: the runs at the q values AT (default 2),
-# WORKERS processes at a time (default 1, archsep's default on a GPU; 2 may
-# help a launch-bound model, not yet measured), for at most SECONDS; then the CUDA tests. With CONTROL=1,
-# also the RNN at q = 1 once more on the GPU (into a store of its own), beside the same five runs
-# trained on the CPU: a check that the device does not move the statistic.
-# On the CPU the RNN at q = 2..5 is 60 core-hours. Measured on an H200 (2026-11-26), one process:
-# 3.2 ms a step at q = 2 and 4.1 ms at q = 5, evaluations included, so a run to the 2M budget
-# (31,250 steps) is 100-130 s; 25 processes sharing an H100 finished no run in 500 s. So a lease
-# of 15 minutes does one q: five runs, whole, one at a time (about 8.5 min at q = 2 if all reach the budget).
+# WORKERS processes at a time (default 2, measured below), for at most SECONDS; then the CUDA tests.
+# With CONTROL=1, also the RNN at q = 1 once more on the GPU (into a store of its own), beside the
+# same five runs trained on the CPU: a check that the device does not move the statistic.
+# On the CPU the RNN at q = 2..5 is 60 core-hours. Measured on an H200 (2026-11-26):
+#   one process: 3.2 ms a step at q = 2 and 4.1 ms at q = 5, evaluations included, so a run to the
+#     2M budget (31,250 steps) is 100-130 s;
+#   two processes (AT=2,3): 10 runs, all to the budget, in about 750 s (6 in 450 s, then 4 in 300 s),
+#     about 75 s of wall a run: 1.5x one process's throughput;
+#   25 processes sharing an H100 finished no run in 500 s.
+# So a lease of 15 minutes does two q values (ten runs) with two processes, in two calls if need be:
+# the second starts from the first's runs (FROM=the jsonl it brought home, copied into the working
+# tree), so that nothing reruns. TESTS=0 skips the CUDA tests (last run: all passed on an H200).
 # Usage, on the device machine, from the repository root:
-#   AT=2 bash scripts/device/qstr_fig3_rnn.sh 530
+#   AT=4,5 bash scripts/device/qstr_fig3_rnn.sh 450
+#   AT=4,5 FROM=q3.jsonl TESTS=0 bash scripts/device/qstr_fig3_rnn.sh 300   (a second call)
 # Everything it keeps goes under $OUT: the finished runs as jsonl (exported every minute, so a cut
 # leaves them), the logs, the machine. Bring the runs home with `archsep import FILE --out STORE`.
 set -u
@@ -27,7 +32,10 @@ export_all() {
       && mv "$OUT/$s.jsonl.tmp" "$OUT/$s.jsonl"
   done
 }
-timeout "$T" $PY -m archsep reproduce qstr-fig3 --only RNN --at "${AT:-2}" --device "$DEV" --workers "${WORKERS:-1}" \
+if [ -n "${FROM:-}" ]; then
+  $PY -m archsep import "$FROM" --out "$W/q3" > "$OUT/import.log" 2>&1 || { cat "$OUT/import.log"; exit 1; }
+fi
+timeout "$T" $PY -m archsep reproduce qstr-fig3 --only RNN --at "${AT:-2}" --device "$DEV" --workers "${WORKERS:-2}" \
   --no-progress --out "$W/q3" > "$OUT/q3.log" 2>&1 &
 P1=$!
 P2=$P1
@@ -41,7 +49,7 @@ while kill -0 $P1 2>/dev/null || kill -0 $P2 2>/dev/null; do
   sleep 5; n=$((n + 1)); [ $((n % 12)) = 0 ] && export_all
 done
 export_all
-[ "$DEV" = cuda ] && timeout 120 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py -k "not command_line" \
+[ "$DEV" = cuda ] && [ "${TESTS:-1}" = 1 ] && timeout 120 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py -k "not command_line" \
   > "$OUT/cuda_tests.log" 2>&1
 { echo "end $(date -u +%FT%TZ)"; for s in q3 q3q1; do [ -e "$W/$s" ] && $PY -m archsep status "$W/$s"; done; } \
   >> "$OUT/machine.txt" 2>&1

@@ -37,7 +37,10 @@ def default_workers(configs: Sequence[RunConfig]) -> int:
     """Local workers when none are asked for: one a core on the CPU, and one where the runs train
     on a GPU, whose processes would time-slice the one device (the engine stacks runs within that
     process instead). Measured on an H100 (2026-11-26): 25 processes sharing it finished none of
-    qstr-fig3's RNN runs in 500 s, where one process trains such a run in 100-130 s (on an H200)."""
+    qstr-fig3's RNN runs in 500 s, where one process trains such a run in 100-130 s (on an H200).
+    Two processes on the H200 trained ten such runs in about 750 s, 1.5x one process's throughput
+    (scripts/device/qstr_fig3_rnn.sh); one measurement on one model, so the default stays 1 and
+    `--workers 2` is the user's choice."""
     if any(resolve_device(c.train.device).type == "cuda" for c in configs):
         return 1
     return cores()
