@@ -171,3 +171,28 @@ def test_figure_3_mse05_is_the_full_design_at_threshold_0_5():
     rs = [RunResult(c.run_id, c.to_dict(), "ok", 1000 * c.task_params["q"], 640, 0.4, 0.4) for c in low]
     [control] = [c for c in exp.analyze(rs, "mse05").claims if c.kind == "threshold"]
     assert control.held and "MSE < 0.5 " in control.text
+
+
+def test_figure_3_marks_a_ratio_with_censored_runs_as_a_lower_bound(tmp_path, monkeypatch):
+    """The RNN censored at the budget at q >= 2 (as at full scale): its ratios there are lower
+    bounds, and the claim's text and the ratio panel say so; the FFN's, all finished, are not."""
+    from archsep.reporting import plots
+
+    drawn: list = []
+    real = plots.save
+    monkeypatch.setattr(plots, "save", lambda fig, stem: (drawn.append(fig), real(fig, stem))[1])
+    exp = EXPERIMENTS.get("qstr-fig3")()
+    rs = []
+    for c in exp.plan("quick", "cpu"):
+        q, cut = c.task_params["q"], c.label == "RNN" and c.task_params["q"] >= 2
+        n = c.train.budget if cut else (1000 if c.label == "TF" else 3000) * q * (1 + c.seed)
+        rs.append(RunResult(c.run_id, c.to_dict(), "censored" if cut else "ok", n, 640, 0.8, 0.8))
+    s = exp.analyze(rs, "quick")
+    gaps = {c.text.split("/")[0].split()[-1]: c.text for c in s.claims if c.kind == "gap"}
+    assert "q=1: >=" not in gaps["RNN"] and "q=2: >= " in gaps["RNN"] and "q=3: >= " in gaps["RNN"]
+    assert ">=" not in gaps["FFN"]
+    exp.figures(s, tmp_path)
+    bx = drawn[0].axes[1]
+    assert "RNN / TF with censored runs (a lower bound)" in [t.get_text() for t in bx.get_legend().get_texts()]
+    [low] = [ln for ln in bx.get_lines() if ln.get_label().endswith("(a lower bound)")]
+    assert list(low.get_xdata()) == [2, 3]
