@@ -308,7 +308,10 @@ def test_status_escapes_control_characters_of_a_stored_label(world):
 
 # --- signals: the writer killed mid-write ------------------------------------------------------------
 SLOW_WRITER = r"""
-import sys, time, types
+import signal, sys, time, types
+# Ctrl-C's handler, as in a terminal: a shell starting the suite in the background (cmd &) makes its
+# children ignore SIGINT, and Python then keeps it ignored, so the interrupt would never arrive
+signal.signal(signal.SIGINT, signal.default_int_handler)
 pkg = types.ModuleType("archsep")  # archsep.fileio alone, without importing torch: a fast start
 pkg.__path__ = [sys.argv[2]]
 sys.modules["archsep"] = pkg
