@@ -80,10 +80,10 @@ class Fig3(SampleComplexityExperiment):
             sep = separation("TF", samples["TF"], worse, samples[worse], censored_a=censored.get("TF"),
                              censored_b=censored.get(worse), x_scale="linear", axis="q")
             low = {q for q, c in censored.get(worse, {}).items() if np.any(c)}  # a mean at the budget: a bound
-            ratios = ", ".join(f"q={q}: {'>= ' if q in low else ''}{r:.2f}"
-                               for q, r in _ratios(samples["TF"], samples[worse]).items())
+            ratio = _ratios(samples["TF"], samples[worse])
+            ratios = ", ".join(f"q={q}: {'>= ' if q in low else ''}{r:.2f}" for q, r in ratio.items())
             out.append(Claim("gap", f"the {worse}/TF gap grows with q: {sep.text()} (ratio of means {ratios})",
-                             sep.held, {**sep.to_dict(), "ratios": _ratios(samples["TF"], samples[worse])}))
+                             sep.held, {**sep.to_dict(), "ratios": ratio}))
         return out
 
     def figures(self, summary: Summary, out: Path) -> list[Path]:
@@ -104,15 +104,16 @@ class Fig3(SampleComplexityExperiment):
             if lab != "TF":
                 by_q = _by_q(summary, lab)
                 tf = _by_q(summary, "TF")
-                qs = sorted(set(by_q) & set(tf))
+                ratio = _ratios(tf, by_q)
+                qs = list(ratio)
                 cis = [_ratio_ci(tf[q], by_q[q]) for q in qs]
-                bx.errorbar(qs, [np.mean(by_q[q]) / np.mean(tf[q]) for q in qs],
-                            yerr=[[np.mean(by_q[q]) / np.mean(tf[q]) - c[0] for q, c in zip(qs, cis)],
-                                  [c[1] - np.mean(by_q[q]) / np.mean(tf[q]) for q, c in zip(qs, cis)]],
+                bx.errorbar(qs, [ratio[q] for q in qs],
+                            yerr=[[ratio[q] - c[0] for q, c in zip(qs, cis)],
+                                  [c[1] - ratio[q] for q, c in zip(qs, cis)]],
                             marker="o", capsize=3, color=f"C{k}", label=f"{lab} / TF")
                 low = [q for q in qs if q in {r.config["task_params"]["q"] for r in runs if r.censored}]
                 if low:  # censored runs enter at the budget: the ratio there is a lower bound
-                    bx.plot(low, [np.mean(by_q[q]) / np.mean(tf[q]) for q in low], "^", ms=11, mfc="none",
+                    bx.plot(low, [ratio[q] for q in low], "^", ms=11, mfc="none",
                             color=f"C{k}", label=f"{lab} / TF with censored runs (a lower bound)")
         qs_all = sorted({p["N"] for p in summary.data["points"]})
         for a in (ax, bx):
