@@ -16,7 +16,9 @@ import pytest
 
 from archsep.cli import main
 from archsep.experiments import EXPERIMENTS
+from archsep.experiments.samples import SampleComplexityExperiment
 from archsep.experiments.size import SizeExperiment, SizeScale, lstm, tf
+from archsep.results import RunResult
 from archsep.experiments import plan
 from archsep.runs.store import DB_NAME, open_store
 from sweep_util import ARCHSEP, cli, env
@@ -105,3 +107,24 @@ def test_kill_9_during_a_paper_a_reproduction_then_rerun_loses_and_duplicates_no
         assert after[rid] == row
     cells = pd.read_csv(out / "runs.csv")
     assert len(cells) == 6 and cells["test_acc"].notna().all()
+
+
+SAMPLE_PRESETS = [n for n in EXPERIMENTS.names() if issubclass(EXPERIMENTS.get(n), SampleComplexityExperiment)]
+
+
+@pytest.mark.parametrize("name", SAMPLE_PRESETS)
+def test_a_sample_preset_runs_csv_names_each_run_at_its_point_of_the_axis(name):
+    """runs.csv gives each run its value of the figure's axis: qstr-fig3's rows said N = 7 for
+    every run and nothing of q, so its runs at q = 1..5 could be told apart only by their ids."""
+    exp = EXPERIMENTS.get(name)()
+    cfgs = exp.plan("quick", "cpu")
+    rs = [RunResult(c.run_id, c.to_dict(), "ok", 1000 * (1 + i), 640, 0.1, 0.1) for i, c in enumerate(cfgs)]
+    rows = exp.table(exp.analyze(rs, "quick"))
+    by_id = {c.run_id: c for c in cfgs}
+    assert len(rows) == len(cfgs)
+    for row in rows:
+        planned = by_id[row["run_id"]].task_params
+        assert row[exp.axis] == planned[exp.axis] and row["N"] == planned["N"]
+    assert {row[exp.axis] for row in rows} == {c.task_params[exp.axis] for c in cfgs}
+    if exp.axis != "N":  # q gets a column of its own beside N (fixed at 7)
+        assert list(rows[0])[:4] == ["arch", "N", exp.axis, "seed"]

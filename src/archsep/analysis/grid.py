@@ -232,12 +232,14 @@ def describe_runs(results: list[RunResult]) -> dict:
     return {"names": names, "metric": metric or "metric"}  # a task not importable here: no name
 
 
-def run_rows(results: list[RunResult]) -> list[dict]:
-    """One row per run: the columns of runs.csv."""
+def run_rows(results: list[RunResult], axis: str | None = None) -> list[dict]:
+    """One row per run: the columns of runs.csv. `axis`: the task parameter a figure varies
+    other than N (qstr-fig3's q), given a column of its own after N."""
     rows = []
     for r in results:
         c = r.config
-        rows.append({"arch": c.get("label") or c["arch"], "N": c["task_params"].get("N"), "seed": c["seed"],
+        at = {axis: c["task_params"].get(axis)} if axis and axis != "N" else {}
+        rows.append({"arch": c.get("label") or c["arch"], "N": c["task_params"].get("N"), **at, "seed": c["seed"],
                      "samples": r.samples, "censored": r.censored, "diverged": r.diverged,
                      "status": r.status, "resolution": r.resolution, "wall_s": round(r.wall_s, 3),
                      "params": r.params, "state_size": r.state_size, "best_metric": r.best_metric,

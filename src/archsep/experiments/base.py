@@ -80,8 +80,8 @@ class Experiment(abc.ABC):
         return "\n".join([head] + claim_lines(summary.claims))
 
     def table(self, summary: Summary) -> list[dict]:
-        """runs.csv: one row per run (an experiment may give one per cell instead)."""
-        return run_rows(summary.results)
+        """runs.csv: one row per run, with the figure's axis (an experiment may give one per cell instead)."""
+        return run_rows(summary.results, self.axis)
 
     def curves(self, summary: Summary) -> list[dict]:
         """curves.csv, where an experiment keeps its runs' validation curves beside runs.csv (a
