@@ -90,6 +90,7 @@ class Fig3(SampleComplexityExperiment):
         from ...reporting.plots import plt, save
 
         fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.6, 3.8), layout="constrained")
+        tf = _by_q(summary, "TF")
         for k, lab in enumerate(("TF", "RNN", "FFN")):
             runs = [r for r in summary.results if (r.config.get("label") or r.config["arch"]) == lab]
             if not runs:  # an arm not run (yet: --only): no legend entry for lines that are not drawn
@@ -103,7 +104,6 @@ class Fig3(SampleComplexityExperiment):
                     label=f"{lab}, mean")  # the tick shows a mean at a q with no neighbour to join
             if lab != "TF":
                 by_q = _by_q(summary, lab)
-                tf = _by_q(summary, "TF")
                 ratio = _ratios(tf, by_q)
                 qs = list(ratio)
                 cis = [_ratio_ci(tf[q], by_q[q]) for q in qs]
@@ -111,7 +111,8 @@ class Fig3(SampleComplexityExperiment):
                             yerr=[[ratio[q] - c[0] for q, c in zip(qs, cis)],
                                   [c[1] - ratio[q] for q, c in zip(qs, cis)]],
                             marker="o", capsize=3, color=f"C{k}", label=f"{lab} / TF")
-                low = [q for q in qs if q in {r.config["task_params"]["q"] for r in runs if r.censored}]
+                cut = {r.config["task_params"]["q"] for r in runs if r.censored}
+                low = [q for q in qs if q in cut]
                 if low:  # censored runs enter at the budget: the ratio there is a lower bound
                     bx.plot(low, [ratio[q] for q in low], "^", ms=11, mfc="none",
                             color=f"C{k}", label=f"{lab} / TF with censored runs (a lower bound)")
