@@ -94,6 +94,32 @@ def test_batches_start_slowest_first_by_modelled_time_not_by_flops(tmp_path, mon
     assert seen == [b[0] for b in by_time]
 
 
+def test_a_run_that_goes_on_from_its_checkpoint_starts_before_new_ones(tmp_path, monkeypatch):
+    """A rerun finishes what it began: the batch with a checkpoint of its own starts first, the
+    rest most expensive first as before. Another config's checkpoint at that name (a foreign
+    file) reorders nothing."""
+    from archsep.engine import checkpoint
+    from archsep.engine.checkpoint import Checkpoints
+    from archsep.runs import runner
+
+    s = sw.parse(tiny_toml(Ns=(2, 3), seeds=1, arms=("tf", "ffn")))
+    order = [b[0] for b in plan_batches(s.configs)]  # the most expensive first
+    assert len(order) == 4
+    monkeypatch.setattr(runner, "progress_weights", lambda cfgs: {c.run_id: 4.0 - order.index(c) for c in cfgs})
+    monkeypatch.setenv("ARCHSEP_THREADS", "1")
+    last, other = order[-1], order[0]
+    for out, own in ((tmp_path / "foreign", other), (tmp_path / "own", last)):
+        ck = Checkpoints.beside(out)
+        # a state with only a step: the run it names starts afresh (it does not fit), but it is a checkpoint
+        assert checkpoint.save(ck, [own], {"step": 7})
+        ck.path(own.run_id).rename(ck.path(last.run_id))
+        seen: list = []
+        run_configs(s.configs, out, workers=1, progress=False, on_result=seen.append)
+        first = [last] if own is last else []
+        assert [r.run_id for r in seen] == [c.run_id for c in first + [c for c in order if c not in first]]
+        assert not (out / "checkpoints").exists()  # served (or foreign at a finished run's name): removed
+
+
 def test_local_sweep_runs_once_and_resumes_without_recomputing(tmp_path, monkeypatch):
     monkeypatch.setenv("ARCHSEP_THREADS", "1")
     s = sw.parse(tiny_toml(Ns=(2,), seeds=2))

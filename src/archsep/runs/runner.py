@@ -18,7 +18,7 @@ from ..config import RunConfig
 from ..engine.planning import check_memory
 from ..errors import ArchsepError
 from ..engine.cost import progress_weights
-from ..engine.checkpoint import Checkpoints, discard, tidy
+from ..engine.checkpoint import Checkpoints, discard, resumed_first, tidy
 from .executors import checkpoint_every, default_workers, make_executor, plan_batches
 from .launch import Launch
 from .store import Store, disk_full, open_store, result_from_row
@@ -131,7 +131,10 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
                 if progress:
                     bar.write(f"{desc}: {len(todo)} to run, {len(unique) - len(todo)} already done; "
                               f"{ex.describe()}", file=sys.stderr)
-                for rows in ex.run(plan_batches(todo, seconds=lambda c: weights[c.run_id])):
+                batches = plan_batches(todo, seconds=lambda c: weights[c.run_id])
+                if ck is not None:  # runs stopped part way go on before new ones start
+                    batches = resumed_first(ck, batches)
+                for rows in ex.run(batches):
                     for row in rows:
                         if store is not None and _commit(store, row, len(done) - len(reused), len(todo)) \
                                 and tracker is not None:
