@@ -108,6 +108,8 @@ def test_a_run_that_goes_on_from_its_checkpoint_starts_before_new_ones(tmp_path,
     monkeypatch.setattr(runner, "progress_weights", lambda cfgs: {c.run_id: 4.0 - order.index(c) for c in cfgs})
     monkeypatch.setenv("ARCHSEP_THREADS", "1")
     last, other = order[-1], order[0]
+    # the planner's order given the resumed run ids (a dry run's schedule uses it too)
+    assert [b[0] for b in plan_batches(s.configs, resumed={last.run_id})] == [last, *order[:-1]]
     for out, own in ((tmp_path / "foreign", other), (tmp_path / "own", last)):
         ck = Checkpoints.beside(out)
         # a state with only a step: the run it names starts afresh (it does not fit), but it is a checkpoint

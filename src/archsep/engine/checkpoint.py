@@ -128,16 +128,6 @@ def saved_step(ck: Checkpoints, run_id: str, config: dict) -> int | None:
     return step if isinstance(step, int) and not isinstance(step, bool) and step > 0 else None
 
 
-def resumed_first(ck: Checkpoints, batches: list[list[RunConfig]]) -> list[list[RunConfig]]:
-    """`batches` (groups of runs trained together) with those that go on from a checkpoint of
-    theirs first, each part in the order given (most expensive first: `planning.plan_batches`).
-    A rerun finishes what it began before it starts anything new: otherwise a preset of long
-    runs, stopped and started again, starts the next expensive runs beside the half-trained
-    ones, and a machine that goes away before they all end leaves more work half done (a
-    checkpoint stays on its machine; only finished runs travel, `archsep export`)."""
-    return sorted(batches, key=lambda b: saved_step(ck, b[0].run_id, b[0].to_dict()) is None)
-
-
 def discard(ck: Checkpoints, run_id: str) -> None:
     """Remove a finished run's checkpoint (a link or anything but a file at its name is left)."""
     p = ck.path(run_id)

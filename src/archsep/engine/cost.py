@@ -502,8 +502,8 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
     halving race's, `planned_steps`), except runs already
     finished (`finished`: their run ids), which cost nothing more, and runs that go on from a
     checkpoint (`started`: run id -> the step saved), which cost only their remaining steps.
-    The wall time on this machine schedules the batches longest first over `workers`
-    single-thread workers."""
+    The wall time on this machine schedules the batches as the runner does (those that go on
+    from a checkpoint first, then longest first) over `workers` single-thread workers."""
     finished, started = finished or set(), started or {}
     by_label: dict[str, ArchCost] = {}
     run_s: dict[str, tuple[float, float]] = {}
@@ -530,7 +530,7 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
         a.step_flops.append(estimated_flops(c))
     measure_s = time.perf_counter() - t0
     todo = [c for c in configs if c.run_id not in finished]
-    batches = plan_batches(todo, flops=estimated_flops) if todo else []
+    batches = plan_batches(todo, flops=estimated_flops, resumed=started) if todo else []
     loads = [0.0] * max(1, workers)
     heapq.heapify(loads)
     for b in batches:  # in the planner's order, each to the first free worker

@@ -7,7 +7,7 @@ import json
 import math
 import os
 from collections import OrderedDict
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 import torch
 
@@ -139,7 +139,8 @@ def worth_stacking(cfg: RunConfig, flops: Callable[[RunConfig], float] = step_fl
 
 def plan_batches(configs: Sequence[RunConfig], workers: int = 1,
                  flops: Callable[[RunConfig], float] = step_flops,
-                 seconds: Callable[[RunConfig], float] | None = None) -> list[list[RunConfig]]:
+                 seconds: Callable[[RunConfig], float] | None = None,
+                 resumed: Collection[str] = frozenset()) -> list[list[RunConfig]]:
     """Group runs by `group_key` (one batched `train_many` call each), at most STACK_MAX_RUNS
     per batch in the order given. Groups of compute-bound models, which are not stacked anyway,
     become one batch per run. The batches depend on the configs alone, never on `workers` or
@@ -150,7 +151,10 @@ def plan_batches(configs: Sequence[RunConfig], workers: int = 1,
     where given, is a run's modelled time (its budget's, from measured step times): batches are
     then ordered by it instead, so a recurrence that is cheap in FLOPs but slow on the clock
     starts early rather than leaving a tail; it orders batches, never forms them. The runs
-    of a successive-halving race (`races`) always share a batch: they train side by side."""
+    of a successive-halving race (`races`) always share a batch: they train side by side.
+    Batches whose first run is in `resumed` (run ids that go on from a checkpoint of theirs)
+    come before all others, each part in that order: a rerun finishes what it began before it
+    starts anything new (a checkpoint stays on its machine; only finished runs travel)."""
     groups: OrderedDict[str, list[RunConfig]] = OrderedDict()
     for c in configs:
         groups.setdefault(group_key(c), []).append(c)
@@ -167,9 +171,8 @@ def plan_batches(configs: Sequence[RunConfig], workers: int = 1,
                 batch = []
             batch += r
         batches.append(batch)
-    if seconds is not None:
-        return sorted(batches, key=lambda b: -sum(seconds(c) for c in b))
-    return sorted(batches, key=lambda b: -batch_cost(b, flops))
+    cost = (lambda b: sum(seconds(c) for c in b)) if seconds is not None else (lambda b: batch_cost(b, flops))
+    return sorted(batches, key=lambda b: (b[0].run_id not in resumed, -cost(b)))
 
 
 def batch_cost(batch: Sequence[RunConfig], flops: Callable[[RunConfig], float] = step_flops) -> float:

@@ -18,7 +18,7 @@ from ..config import RunConfig
 from ..engine.planning import check_memory
 from ..errors import ArchsepError
 from ..engine.cost import progress_weights
-from ..engine.checkpoint import Checkpoints, discard, resumed_first, tidy
+from ..engine.checkpoint import Checkpoints, discard, saved_step, tidy
 from .executors import checkpoint_every, default_workers, make_executor, plan_batches
 from .launch import Launch
 from .store import Store, disk_full, open_store, result_from_row
@@ -131,10 +131,9 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
                 if progress:
                     bar.write(f"{desc}: {len(todo)} to run, {len(unique) - len(todo)} already done; "
                               f"{ex.describe()}", file=sys.stderr)
-                batches = plan_batches(todo, seconds=lambda c: weights[c.run_id])
-                if ck is not None:  # runs stopped part way go on before new ones start
-                    batches = resumed_first(ck, batches)
-                for rows in ex.run(batches):
+                # runs stopped part way (a checkpoint of their own) go on before new ones start
+                resumed = {c.run_id for c in todo if saved_step(ck, c.run_id, c.to_dict()) is not None} if ck else set()
+                for rows in ex.run(plan_batches(todo, seconds=lambda c: weights[c.run_id], resumed=resumed)):
                     for row in rows:
                         if store is not None and _commit(store, row, len(done) - len(reused), len(todo)) \
                                 and tracker is not None:
