@@ -198,6 +198,13 @@ def test_progress_weights_are_budget_flops_until_a_dry_run_has_timed_every_shape
         assert timed[c.run_id] == c.train.budget // c.train.batch_size * again[cost.cost_key(c)].cpu_s
     gru = [c for c in configs if c.arch.startswith("rnn")]
     assert gru and min(timed[c.run_id] for c in gru) > 0
+    # a run that goes on from its checkpoint weighs only the steps after the one saved
+    a, b = configs[0], configs[1]
+    steps = a.train.budget // a.train.batch_size
+    left = cost.progress_weights(configs, {a.run_id: steps // 4, b.run_id: steps + 1})
+    assert left[a.run_id] == (steps - steps // 4) * again[cost.cost_key(a)].cpu_s
+    assert 0 < left[b.run_id] < 1e-9 and {k: v for k, v in left.items() if k not in (a.run_id, b.run_id)} == \
+        {k: v for k, v in timed.items() if k not in (a.run_id, b.run_id)}
 
 
 def test_the_progress_bar_reaches_its_end_and_counts_runs(tmp_path, capsys, monkeypatch):

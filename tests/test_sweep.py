@@ -87,7 +87,7 @@ def test_batches_start_slowest_first_by_modelled_time_not_by_flops(tmp_path, mon
     by_time = [[c.run_id for c in b] for b in plan_batches(s.configs, seconds=lambda c: slow_first[c.run_id])]
     assert len(by_flops) > 1 and sorted(map(sorted, by_time)) == sorted(map(sorted, by_flops))
     assert by_time == by_flops[::-1] and [slow_first[b[0]] for b in by_time] == sorted(slow_first.values())[::-1]
-    monkeypatch.setattr(runner, "progress_weights", lambda cfgs: {c.run_id: slow_first[c.run_id] for c in cfgs})
+    monkeypatch.setattr(runner, "progress_weights", lambda cfgs, _: {c.run_id: slow_first[c.run_id] for c in cfgs})
     monkeypatch.setenv("ARCHSEP_THREADS", "1")
     seen: list = []
     run_configs(s.configs, tmp_path, workers=1, progress=False, on_result=lambda r: seen.append(r.run_id))
@@ -105,7 +105,13 @@ def test_a_run_that_goes_on_from_its_checkpoint_starts_before_new_ones(tmp_path,
     s = sw.parse(tiny_toml(Ns=(2, 3), seeds=1, arms=("tf", "ffn")))
     order = [b[0] for b in plan_batches(s.configs)]  # the most expensive first
     assert len(order) == 4
-    monkeypatch.setattr(runner, "progress_weights", lambda cfgs: {c.run_id: 4.0 - order.index(c) for c in cfgs})
+    given: list = []  # the steps saved, as the progress bar's weights are given them
+
+    def weights(cfgs, started):
+        given.append(dict(started))
+        return {c.run_id: 4.0 - order.index(c) for c in cfgs}
+
+    monkeypatch.setattr(runner, "progress_weights", weights)
     monkeypatch.setenv("ARCHSEP_THREADS", "1")
     last, other = order[-1], order[0]
     # the planner's order given the resumed run ids (a dry run's schedule uses it too)
@@ -120,6 +126,7 @@ def test_a_run_that_goes_on_from_its_checkpoint_starts_before_new_ones(tmp_path,
         first = [last] if own is last else []
         assert [r.run_id for r in seen] == [c.run_id for c in first + [c for c in order if c not in first]]
         assert not (out / "checkpoints").exists()  # served (or foreign at a finished run's name): removed
+        assert given.pop() == ({last.run_id: 7} if own is last else {})  # a foreign file saved no step of this run
 
 
 def test_local_sweep_runs_once_and_resumes_without_recomputing(tmp_path, monkeypatch):

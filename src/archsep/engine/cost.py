@@ -36,7 +36,7 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -243,15 +243,18 @@ def _length_ratios(cfg: RunConfig, batches: int = 32) -> tuple[float, ...]:
     return _RATIOS[key]
 
 
-def progress_weights(configs: Sequence[RunConfig]) -> dict[str, float]:
-    """Each run's share of the work, for a progress bar's ETA: its whole budget's modelled time
-    where every shape's step cost is in the cache (a dry run measured it), else its whole
-    budget's FLOPs. Nothing is timed here. Runs that stop at their threshold take less; the
-    shares stay comparable as long as they stop at similar fractions of their budgets."""
+def progress_weights(configs: Sequence[RunConfig], started: Mapping[str, int] | None = None) -> dict[str, float]:
+    """Each run's share of the work, for a progress bar's ETA: its remaining budget's modelled
+    time where every shape's step cost is in the cache (a dry run measured it), else its
+    remaining budget's FLOPs; remaining is the whole budget, or what is left after the step
+    its checkpoint saved (`started`: run id -> step, as `estimate` takes it). Nothing is timed
+    here. Runs that stop at their threshold take less; the shares stay comparable as long as
+    they stop at similar fractions of their budgets."""
     costs = step_costs(configs, measure=False)
+    started = started or {}
     out = {}
     for c in configs:
-        steps = planned_steps(c)
+        steps = max(0, planned_steps(c) - started.get(c.run_id, 0))
         per_step = costs[cost_key(c)].cpu_s if costs is not None else step_flops(c)
         out[c.run_id] = max(steps * per_step, 1e-12)
     return out

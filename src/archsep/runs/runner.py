@@ -109,10 +109,14 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
         if reused_errors and progress:
             print(f"{desc}: {reused_errors} run(s) stored with status error are reused, not rerun "
                   "(retry_errors reruns them)", file=sys.stderr)
-        # each run's modelled share of the work (its budget's time where a dry run measured its
-        # shape, else its FLOPs): batches start most expensive first by it, and the bar advances
-        # by it, not by one per run (a count of runs would promise hours after the first one)
-        weights = progress_weights(todo) if todo else {}
+        # each run's modelled share of the work left (its budget's time where a dry run measured
+        # its shape, else its FLOPs; a run stopped part way, with a checkpoint of its own, counts
+        # only the steps after the one saved): runs that go on from a checkpoint start first,
+        # then batches most expensive first by it, and the bar advances by it, not by one per
+        # run (a count of runs would promise hours after the first one)
+        started = {c.run_id: step for c in todo for step in [saved_step(ck, c.run_id, c.to_dict())] if step} \
+            if ck is not None else {}
+        weights = progress_weights(todo, started) if todo else {}
         bar = tqdm(total=sum(weights.values()) or 1.0, desc=desc, disable=not progress, file=sys.stderr,
                    dynamic_ncols=True, smoothing=0.0,
                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix} [{elapsed}<{remaining}]")
@@ -131,9 +135,7 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
                 if progress:
                     bar.write(f"{desc}: {len(todo)} to run, {len(unique) - len(todo)} already done; "
                               f"{ex.describe()}", file=sys.stderr)
-                # runs stopped part way (a checkpoint of their own) go on before new ones start
-                resumed = {c.run_id for c in todo if saved_step(ck, c.run_id, c.to_dict()) is not None} if ck else set()
-                for rows in ex.run(plan_batches(todo, seconds=lambda c: weights[c.run_id], resumed=resumed)):
+                for rows in ex.run(plan_batches(todo, seconds=lambda c: weights[c.run_id], resumed=started)):
                     for row in rows:
                         if store is not None and _commit(store, row, len(done) - len(reused), len(todo)) \
                                 and tracker is not None:
