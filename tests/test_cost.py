@@ -282,3 +282,28 @@ def test_a_step_cost_never_counts_the_first_full_step_whose_allocations_inflate_
     # in between: steps until they took TIMED_S
     mid = _FakeSteps([0.5] + [0.1] * 20)
     assert len(cost.steady_step_times(mid.step, mid.clock)) == 3
+
+
+def test_a_dry_run_schedules_the_runs_in_the_order_the_runner_starts_them(monkeypatch, tmp_path):
+    """The wall time a dry run states schedules the batches in the runner's order: the same
+    weights (remaining steps at each shape's step time), runs that go on from a checkpoint first.
+    With one worker the runner finishes them in the order it starts them."""
+    from archsep.engine.checkpoint import Checkpoints, save
+    from archsep.runs import sweep as sw
+    from archsep.runs.runner import run_configs
+    from sweep_util import tiny_toml
+
+    _fresh(monkeypatch, tmp_path / "cache")
+    monkeypatch.setenv("ARCHSEP_THREADS", "1")
+    configs = sw.parse(tiny_toml(Ns=(2, 3, 5), seeds=1, arms=("tf", "ffn"))).configs
+    first = cost.estimate(configs, workers=1)["order"]
+    assert sorted(first) == sorted(c.run_id for c in configs)  # one run a batch here
+    last = next(c for c in configs if c.run_id == first[-1])
+    for out, started in ((tmp_path / "new", {}), (tmp_path / "resumed", {last.run_id: 7})):
+        if started:  # a checkpoint of the cheapest run (a state with only a step: it starts afresh)
+            assert save(Checkpoints.beside(out), [last], {"step": 7})
+        order = cost.estimate(configs, workers=1, started=started)["order"]
+        assert order == ([last.run_id, *first[:-1]] if started else first)
+        seen: list = []
+        run_configs(configs, out, workers=1, progress=False, on_result=seen.append)
+        assert [r.run_id for r in seen] == order

@@ -505,8 +505,9 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
     halving race's, `planned_steps`), except runs already
     finished (`finished`: their run ids), which cost nothing more, and runs that go on from a
     checkpoint (`started`: run id -> the step saved), which cost only their remaining steps.
-    The wall time on this machine schedules the batches as the runner does (those that go on
-    from a checkpoint first, then longest first) over `workers` single-thread workers."""
+    The wall time on this machine schedules the batches in the runner's order (those that go on
+    from a checkpoint first, then longest first by `progress_weights`, the runner's weights;
+    "order" lists each batch's first run) over `workers` single-thread workers."""
     finished, started = finished or set(), started or {}
     by_label: dict[str, ArchCost] = {}
     run_s: dict[str, tuple[float, float]] = {}
@@ -533,7 +534,9 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
         a.step_flops.append(estimated_flops(c))
     measure_s = time.perf_counter() - t0
     todo = [c for c in configs if c.run_id not in finished]
-    batches = plan_batches(todo, flops=estimated_flops, resumed=started) if todo else []
+    # in the runner's order: by the same weights (every shape's step cost is known by now)
+    weights = progress_weights(todo, started) if todo else {}
+    batches = plan_batches(todo, seconds=lambda c: weights[c.run_id], resumed=started) if todo else []
     loads = [0.0] * max(1, workers)
     heapq.heapify(loads)
     for b in batches:  # in the planner's order, each to the first free worker
@@ -554,6 +557,7 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
             "shapes": {h: sum(v == h for v in how.values()) for h in ("timed", "cached", "extrapolated")},
             "busy_load": max((_BUSY[k] for k in costs if k in _BUSY and how[k] == "timed"), default=None),
             "cache": str(cache_file() or ""), "resumed": sum(c.run_id in started for c in todo),
+            "order": [b[0].run_id for b in batches],  # the first run of each batch, as they start
             "train_flops": sum(a.train_flops for a in by_label.values()), "gpu": GPU["name"]}
 
 
