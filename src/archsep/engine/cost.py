@@ -536,7 +536,8 @@ def estimate(configs: Sequence[RunConfig], workers: int = 1, finished: set[str] 
     todo = [c for c in configs if c.run_id not in finished]
     # in the runner's order: by the same weights (every shape's step cost is known by now)
     weights = progress_weights(todo, started) if todo else {}
-    batches = plan_batches(todo, seconds=lambda c: weights[c.run_id], resumed=started) if todo else []
+    batches = plan_batches(todo, flops=estimated_flops, seconds=lambda c: weights[c.run_id], resumed=started) \
+        if todo else []
     loads = [0.0] * max(1, workers)
     heapq.heapify(loads)
     for b in batches:  # in the planner's order, each to the first free worker
