@@ -59,7 +59,7 @@ def print_costs(name: str, configs, out, workers: int | None) -> None:
     """The cost estimate of `configs` (runs finished in OUT's store cost nothing more)."""
     import os
 
-    from ..engine.checkpoint import Checkpoints, saved_step
+    from ..engine.checkpoint import Checkpoints, saved_steps
     from ..engine.cost import estimate, report
     from ..runs.store import DB_NAME, open_store
 
@@ -69,8 +69,7 @@ def print_costs(name: str, configs, out, workers: int | None) -> None:
             finished = store.finished_ids() & {c.run_id for c in configs}
     # a pending run with a checkpoint goes on from its step: only the rest is counted
     ck = Checkpoints.beside(out)
-    started = {c.run_id: step for c in configs if c.run_id not in finished
-               for step in [saved_step(ck, c.run_id, c.to_dict())] if step}
+    started = saved_steps(ck, [c for c in configs if c.run_id not in finished])
     text = report(name, estimate(configs, workers or os.cpu_count() or 1, finished, started))
     print("\n".join(printable(line) for line in text.splitlines()))
 

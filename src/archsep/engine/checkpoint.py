@@ -128,6 +128,12 @@ def saved_step(ck: Checkpoints, run_id: str, config: dict) -> int | None:
     return step if isinstance(step, int) and not isinstance(step, bool) and step > 0 else None
 
 
+def saved_steps(ck: Checkpoints, configs: Sequence[RunConfig]) -> dict[str, int]:
+    """Run id -> the step its own checkpoint was saved at, for the runs of `configs` that have
+    one (they go on from there: the runner, `--dry-run`)."""
+    return {c.run_id: step for c in configs for step in [saved_step(ck, c.run_id, c.to_dict())] if step}
+
+
 def discard(ck: Checkpoints, run_id: str) -> None:
     """Remove a finished run's checkpoint (a link or anything but a file at its name is left)."""
     p = ck.path(run_id)

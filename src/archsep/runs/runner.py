@@ -18,7 +18,7 @@ from ..config import RunConfig
 from ..engine.planning import check_memory
 from ..errors import ArchsepError
 from ..engine.cost import progress_weights
-from ..engine.checkpoint import Checkpoints, discard, saved_step, tidy
+from ..engine.checkpoint import Checkpoints, discard, saved_steps, tidy
 from .executors import checkpoint_every, default_workers, make_executor, plan_batches
 from .launch import Launch
 from .store import Store, disk_full, open_store, result_from_row
@@ -114,8 +114,7 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
         # only the steps after the one saved): runs that go on from a checkpoint start first,
         # then batches most expensive first by it, and the bar advances by it, not by one per
         # run (a count of runs would promise hours after the first one)
-        started = {c.run_id: step for c in todo for step in [saved_step(ck, c.run_id, c.to_dict())] if step} \
-            if ck is not None else {}
+        started = saved_steps(ck, todo) if ck is not None else {}
         weights = progress_weights(todo, started) if todo else {}
         bar = tqdm(total=sum(weights.values()) or 1.0, desc=desc, disable=not progress, file=sys.stderr,
                    dynamic_ncols=True, smoothing=0.0,
