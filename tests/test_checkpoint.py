@@ -233,6 +233,26 @@ def test_status_reads_the_step_of_this_runs_checkpoint_only(tmp_path):
         assert checkpoint.saved_step(ck, cfg.run_id, cfg.to_dict()) is None
 
 
+def test_the_steps_saved_count_for_every_run_of_a_stacked_groups_checkpoint(tmp_path):
+    a, b, c, d = (_tf_qstr(s) for s in range(4))
+    ck = Checkpoints(str(tmp_path / "ck"), 1e9)
+    assert checkpoint.save(ck, [a, b, c], {"step": 11})  # one file, named by the first run
+    assert checkpoint.saved_steps(ck, [b, d, c, a]) == {a.run_id: 11, b.run_id: 11, c.run_id: 11}
+    assert checkpoint.saved_steps(ck, [b, c]) == {}  # without its first run the group is not this one
+    assert checkpoint.saved_step(ck, b.run_id, b.to_dict()) is None
+    # `archsep status` reads the same from the store's plan: all three go on from step 11
+    from archsep.cli.sweep import _checkpointed
+    from archsep.runs.store import open_store
+
+    out = tmp_path / "out"
+    store = open_store(out)
+    store.register_sweep("s", "s", "test", [(x.run_id, x.to_dict()) for x in (a, b, c, d)])
+    ck2 = Checkpoints.beside(out)
+    assert checkpoint.save(ck2, [a, b, c], {"step": 11})
+    assert {r["run_id"]: r["step"] for r in _checkpointed(out, store)} == {x.run_id: 11 for x in (a, b, c)}
+    store.close()
+
+
 # --- groups: seeds stacked into one computation, learning-rate races stacked or side by side ----
 def _tf_qstr(seed: int) -> RunConfig:
     return RunConfig("qstr", "tf", {"N": 3}, {"mlp_width": 16},

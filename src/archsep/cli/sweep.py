@@ -176,13 +176,13 @@ def cmd_status(a: argparse.Namespace) -> int:
 def _checkpointed(out: Path, store) -> list[dict]:
     """The pending runs with a checkpoint of theirs in OUT/checkpoints (engine/checkpoint.py):
     where a rerun goes on from. Read as data, never written."""
-    from ..engine.checkpoint import Checkpoints, saved_step
+    from ..engine.checkpoint import Checkpoints, group_steps
 
     ck = Checkpoints.beside(out)
     if not Path(ck.dir).is_dir():
         return []
     seen = store.finished_ids()  # and, as the loop goes, the pending runs already looked at
-    found: list[dict] = []
+    pending: list[tuple[str, dict, int]] = []
     for row in store.planned():
         rid = row["run_id"]
         if rid in seen:
@@ -194,12 +194,12 @@ def _checkpointed(out: Path, store) -> list[dict]:
             steps = int(train["budget"]) // int(train["batch_size"])
         except (ValueError, TypeError, KeyError):
             continue  # a damaged plan: status reports the rows it can read
-        step = saved_step(ck, rid, cfg)
-        if step is not None and steps > 0:
-            found.append({"run_id": rid, "label": cfg.get("label") or cfg.get("arch"),
-                          "task_params": cfg.get("task_params"), "seed": cfg.get("seed"), "step": step,
-                          "steps": steps})
-    return found
+        if isinstance(cfg, dict) and steps > 0:
+            pending.append((rid, cfg, steps))
+    saved = group_steps(ck, [(rid, cfg) for rid, cfg, _ in pending])  # every run of a stacked group
+    return [{"run_id": rid, "label": cfg.get("label") or cfg.get("arch"), "task_params": cfg.get("task_params"),
+             "seed": cfg.get("seed"), "step": saved[rid], "steps": steps}
+            for rid, cfg, steps in pending if rid in saved]
 
 
 from ..reporting.tables import export_rows  # noqa: E402  (kept importable from here)

@@ -113,9 +113,14 @@ def saved_step(ck: Checkpoints, run_id: str, config: dict) -> int | None:
     group) was saved at, or None where there is none of that run's (`archsep status`,
     `--dry-run`). Reads the file mapped, read-only: a large checkpoint costs only the few
     values read from it; a run id that is not a plain name is never made a path."""
+    return _saved(ck, run_id, config)[0]
+
+
+def _saved(ck: Checkpoints, run_id: str, config: dict) -> tuple[int | None, list]:
+    """`saved_step`, and the configs of the group that checkpoint holds (as JSON has them)."""
     path = ck.path(run_id) if isinstance(run_id, str) and run_id.isalnum() else None
     if path is None or not path.is_file():
-        return None
+        return None, []
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -124,14 +129,31 @@ def saved_step(ck: Checkpoints, run_id: str, config: dict) -> int | None:
         mine = json.loads(json.dumps(config))  # as JSON has it (tuples as lists)
         step = saved["state"]["step"] if isinstance(group, list) and group[:1] == [mine] else None
     except UNREADABLE:
-        return None
-    return step if isinstance(step, int) and not isinstance(step, bool) and step > 0 else None
+        return None, []
+    if not isinstance(step, int) or isinstance(step, bool) or step <= 0 or not isinstance(group, list):
+        return None, []
+    return step, group
 
 
 def saved_steps(ck: Checkpoints, configs: Sequence[RunConfig]) -> dict[str, int]:
-    """Run id -> the step its own checkpoint was saved at, for the runs of `configs` that have
-    one (they go on from there: the runner, `--dry-run`)."""
-    return {c.run_id: step for c in configs for step in [saved_step(ck, c.run_id, c.to_dict())] if step}
+    """Run id -> the step its group's checkpoint was saved at, for the runs of `configs` that
+    go on from one (the runner, `--dry-run`): see `group_steps`."""
+    return group_steps(ck, [(c.run_id, c.to_dict()) for c in configs])
+
+
+def group_steps(ck: Checkpoints, runs: Sequence[tuple[str, dict]]) -> dict[str, int]:
+    """`saved_steps` for (run id, config as stored) pairs (`archsep status` reads them from the
+    store): every run a checkpoint names gets its step, not only the first one, whose id names
+    the file (seeds stacked into one computation go on together)."""
+    ids = {json.dumps(json.loads(json.dumps(cfg)), sort_keys=True): rid for rid, cfg in runs}
+    out: dict[str, int] = {}
+    for rid, cfg in runs:
+        step, group = _saved(ck, rid, cfg)
+        for g in group:  # (empty where there is no step)
+            other = ids.get(json.dumps(g, sort_keys=True))
+            if other is not None and step is not None:
+                out[other] = step
+    return out
 
 
 def discard(ck: Checkpoints, run_id: str) -> None:

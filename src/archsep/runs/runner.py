@@ -110,7 +110,7 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
             print(f"{desc}: {reused_errors} run(s) stored with status error are reused, not rerun "
                   "(retry_errors reruns them)", file=sys.stderr)
         # each run's modelled share of the work left (its budget's time where a dry run measured
-        # its shape, else its FLOPs; a run stopped part way, with a checkpoint of its own, counts
+        # its shape, else its FLOPs; a run stopped part way, with its group's checkpoint, counts
         # only the steps after the one saved): runs that go on from a checkpoint start first,
         # then batches most expensive first by it, and the bar advances by it, not by one per
         # run (a count of runs would promise hours after the first one)
