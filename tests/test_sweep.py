@@ -178,6 +178,11 @@ def test_separation_statement_says_whether_the_ci_excludes_zero():
     # censored runs of the worse one above its smallest N only make the statement conservative
     ok = separation("TF", flat, "FFN", linear, censored_b=cens)
     assert ok.held and "conservative" in ok.text()
+    # one run at some N gives no per-seed slopes: the statement says there is no interval
+    one = {**linear, 8: linear[8][:1]}
+    lone = separation("TF", flat, "FFN", one)
+    assert not lone.held and "no interval: fewer than two runs at some N" in lone.text()
+    assert "nan" not in lone.text() and "includes 0" not in lone.text()
 
 
 def test_analysis_reports_censored_points_as_above_the_budget():

@@ -237,6 +237,10 @@ class Separation:
         if not math.isfinite(self.difference):
             return f"{head}: not estimable (fewer than two lengths with data)"
         lo, hi = self.ci
+        if not (math.isfinite(lo) and math.isfinite(hi)):  # a point with one run: no per-seed slopes
+            why = f"; no verdict: {self.blocked}" if self.blocked else ""
+            return (f"{head} = {self.difference:.2f}, no interval: fewer than two runs at some {self.axis} "
+                    f"(a t interval needs two per-seed slopes){why}")
         if self.reversed:
             verdict = (f"lies below 0: the gap shrinks with {self.axis}" if gap
                        else f"lies below 0: reversed, {self.worse}'s exponent is the smaller")
