@@ -174,8 +174,9 @@ def cmd_status(a: argparse.Namespace) -> int:
 
 
 def _checkpointed(out: Path, store) -> list[dict]:
-    """The pending runs with a checkpoint of theirs in OUT/checkpoints (engine/checkpoint.py):
-    where a rerun goes on from. Read as data, never written."""
+    """The pending runs with a checkpoint of theirs, or of the stacked group they train in, in
+    OUT/checkpoints (engine/checkpoint.py): where a rerun goes on from. Read as data, never
+    written."""
     from ..engine.checkpoint import Checkpoints, group_steps
 
     ck = Checkpoints.beside(out)

@@ -110,8 +110,8 @@ def load(ck: Checkpoints, cfgs: Sequence[RunConfig]) -> dict[str, Any] | None:
 
 def saved_step(ck: Checkpoints, run_id: str, config: dict) -> int | None:
     """The step the checkpoint of run `run_id` (`config` as stored; the first run of its
-    group) was saved at, or None where there is none of that run's (`archsep status`,
-    `--dry-run`). Reads the file mapped, read-only: a large checkpoint costs only the few
+    group) was saved at, or None where there is none of that run's (`group_steps` gives the
+    step to every run of the group). Reads the file mapped, read-only: a large checkpoint costs only the few
     values read from it; a run id that is not a plain name is never made a path."""
     return _saved(ck, run_id, config)[0]
 
