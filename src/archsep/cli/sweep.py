@@ -195,7 +195,7 @@ def _checkpointed(out: Path, store) -> list[dict]:
             steps = int(train["budget"]) // int(train["batch_size"])
         except (ValueError, TypeError, KeyError):
             continue  # a damaged plan: status reports the rows it can read
-        if isinstance(cfg, dict) and steps > 0:
+        if steps > 0:
             pending.append((rid, cfg, steps))
     saved = group_steps(ck, [(rid, cfg) for rid, cfg, _ in pending])  # every run of a stacked group
     return [{"run_id": rid, "label": cfg.get("label") or cfg.get("arch"), "task_params": cfg.get("task_params"),

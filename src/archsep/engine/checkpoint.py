@@ -149,9 +149,11 @@ def group_steps(ck: Checkpoints, runs: Sequence[tuple[str, dict]]) -> dict[str, 
     out: dict[str, int] = {}
     for rid, cfg in runs:
         step, group = _saved(ck, rid, cfg)
-        for g in group:  # (empty where there is no step)
+        if step is None:
+            continue
+        for g in group:
             other = ids.get(json.dumps(g, sort_keys=True))
-            if other is not None and step is not None:
+            if other is not None:
                 out[other] = step
     return out
 
