@@ -225,12 +225,12 @@ def test_status_reads_the_step_of_this_runs_checkpoint_only(tmp_path):
     ck = Checkpoints(str(tmp_path / "ck"), 1e9)
     p = ck.path(cfg.run_id)
     assert checkpoint.save(ck, [cfg], {"step": 7})
-    assert checkpoint.saved_step(ck, cfg.run_id, cfg.to_dict()) == 7
-    assert checkpoint.saved_step(ck, cfg.run_id, other.to_dict()) is None  # names another config
-    assert checkpoint.saved_step(ck, "../" + cfg.run_id, cfg.to_dict()) is None  # never made a path
+    assert checkpoint.group_steps(ck, [(cfg.run_id, cfg.to_dict())]) == {cfg.run_id: 7}
+    assert checkpoint.group_steps(ck, [(cfg.run_id, other.to_dict())]) == {}  # names another config
+    assert checkpoint.group_steps(ck, [("../" + cfg.run_id, cfg.to_dict())]) == {}  # never made a path
     for data in (b"", b"junk", pickle.dumps({"state": {"step": 7}})):
         p.write_bytes(data)
-        assert checkpoint.saved_step(ck, cfg.run_id, cfg.to_dict()) is None
+        assert checkpoint.group_steps(ck, [(cfg.run_id, cfg.to_dict())]) == {}
 
 
 def test_the_steps_saved_count_for_every_run_of_a_stacked_groups_checkpoint(tmp_path):
@@ -239,7 +239,7 @@ def test_the_steps_saved_count_for_every_run_of_a_stacked_groups_checkpoint(tmp_
     assert checkpoint.save(ck, [a, b, c], {"step": 11})  # one file, named by the first run
     assert checkpoint.saved_steps(ck, [b, d, c, a]) == {a.run_id: 11, b.run_id: 11, c.run_id: 11}
     assert checkpoint.saved_steps(ck, [b, c]) == {}  # without its first run the group is not this one
-    assert checkpoint.saved_step(ck, b.run_id, b.to_dict()) is None
+    assert checkpoint.group_steps(ck, [(b.run_id, b.to_dict())]) == {}  # no file of b's own
     # `archsep status` reads the same from the store's plan: all three go on from step 11
     from archsep.cli.sweep import _checkpointed
     from archsep.runs.store import open_store

@@ -108,16 +108,11 @@ def load(ck: Checkpoints, cfgs: Sequence[RunConfig]) -> dict[str, Any] | None:
     return saved["state"]
 
 
-def saved_step(ck: Checkpoints, run_id: str, config: dict) -> int | None:
-    """The step the checkpoint of run `run_id` (`config` as stored; the first run of its
-    group) was saved at, or None where there is none of that run's (`group_steps` gives the
-    step to every run of the group). Reads the file mapped, read-only: a large checkpoint costs only the few
-    values read from it; a run id that is not a plain name is never made a path."""
-    return _saved(ck, run_id, config)[0]
-
-
 def _saved(ck: Checkpoints, run_id: str, config: dict) -> tuple[int | None, list]:
-    """`saved_step`, and the configs of the group that checkpoint holds (as JSON has them)."""
+    """The step the checkpoint of run `run_id` (`config` as stored; the first run of its group)
+    was saved at, and the configs of that group (as JSON has them); (None, []) where there is
+    none of that run's. Reads the file mapped, read-only: a large checkpoint costs only the few
+    values read from it; a run id that is not a plain name is never made a path."""
     path = ck.path(run_id) if isinstance(run_id, str) and run_id.isalnum() else None
     if path is None or not path.is_file():
         return None, []
