@@ -344,10 +344,10 @@ def check_executor(kind: str, address: str | None = None) -> None:
     if kind == "ray":
         import importlib.util
 
+        if address:  # the address first: its error is the same with or without the extra
+            _probe(address)
         if importlib.util.find_spec("ray") is None:
             raise ArchsepError.at("executor", "ray: Ray is not installed; pip install 'archsep[ray]'")
-        if address:
-            _probe(address)
 
 
 def make_executor(kind: str, workers: int | None = None, address: str | None = None,
