@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from extras import needs
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "extending.md"
@@ -46,7 +47,7 @@ def run(cmd: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
 
 def run_on_ray(example: Path, block: str) -> str:
     """The doc's one-command Ray block, run; its stdout."""
-    pytest.importorskip("ray")
+    needs("ray")
     (cmd,) = commands(blocks()[block])
     p = run(cmd, example)
     assert p.returncode == 0, p.stderr[-2000:]

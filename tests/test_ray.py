@@ -4,8 +4,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from extras import needs
 
-ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]' (CI installs it)")
+ray = needs("ray")
 
 from archsep.runs import sweep as sw  # noqa: E402
 from archsep.runs.executors import RayExecutor  # noqa: E402

@@ -15,6 +15,7 @@ from archsep.errors import ArchsepError
 from archsep.runs.store import DB_NAME, open_store, record
 from archsep.engine.train import RunResult
 from sweep_util import ARCHSEP, cli, env, tiny_toml, write
+from extras import needs
 
 REQUIRED = ("run_id", "config", "status", "curve", "train_curve", "eval_schedule", "wall_s", "archsep_version",
             "torch_version", "finished_at", "committed_at")
@@ -179,7 +180,7 @@ def test_export_csv_and_parquet_load_in_pandas(tmp_path):
 
     for fmt in ("csv", "parquet"):
         if fmt == "parquet":
-            pytest.importorskip("pyarrow")
+            needs("pyarrow")
         assert main(["export", str(tmp_path), "--format", fmt]) == 0
         df = getattr(pd, f"read_{fmt}")(tmp_path / f"runs.{fmt}")
         assert sorted(df["run_id"]) == ["r1", "r2"]

@@ -15,6 +15,7 @@ from archsep.errors import ArchsepError
 from archsep.runs.store import open_store
 from archsep.runs import tracking
 from archsep.runs.tracking import Tracker, check_tracker, make_tracker
+from extras import needs
 
 # as `check_tracker` does before MLflow is imported: no usage telemetry (the tests import it first)
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -99,7 +100,7 @@ def test_a_failing_tracker_warns_once_and_never_raises(sweep, capsys):
 # --- MLflow ------------------------------------------------------------------------------------------
 def _mlflow():
     for m in ("mlflow", "sqlalchemy", "alembic"):
-        pytest.importorskip(m)
+        needs(m)
     from mlflow.tracking import MlflowClient
 
     return MlflowClient
@@ -162,7 +163,7 @@ def test_mlflow_mirrors_the_store_and_reads_back(sweep, capsys):
 
 # --- TensorBoard -------------------------------------------------------------------------------------
 def test_tensorboard_mirrors_the_store_and_reads_back(sweep, tmp_path):
-    pytest.importorskip("tensorboard")
+    needs("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     out, rows, results = sweep
