@@ -519,4 +519,4 @@ def test_a_cell_with_no_finished_run_is_pending_not_an_error():
           for r in rs if r.run_id not in gone]
     s = exp.analyze(rs, "paper-n")
     assert s.data["n_missing"] == 2 and s.data["n_errors"] == 1
-    assert "(1 errors, 2 with no finished run yet)" in exp.text(s)
+    assert "(1 errors, 2 with no finished run yet; " in exp.text(s)

@@ -245,3 +245,10 @@ def run_rows(results: list[RunResult], axis: str | None = None) -> list[dict]:
                      "params": r.params, "state_size": r.state_size, "best_metric": r.best_metric,
                      "run_id": r.run_id})
     return rows
+
+
+def point_arm(point: dict) -> str:
+    """The arm a summary point's curve measures (its label without the protocol's suffix), as
+    the analysis keyed it (`CurveKey`); a point from before keys (a stored summary.json): its
+    label less an "[as published]" suffix."""
+    return (point.get("curve") or {}).get("arm") or arm_of(point["arch"], "as-published")

@@ -149,8 +149,12 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
 
         s = plan_sweep(exp, scale, a.device, overrides, a.only, a.at)
         print(f"{s.name}: {len(s.configs)} run(s); estimating their cost", flush=True)  # the count first
+        if scale in exp.caveats:
+            print(f"scale {scale}: {exp.caveats[scale]}", flush=True)
         print_costs(s.name, s.configs, a.out or default_out(a.preset, scale, overrides), a.workers)
         return 0
+    if scale in exp.caveats:
+        print(f"scale {scale}: {exp.caveats[scale]}", file=sys.stderr, flush=True)
     summary = reproduce(exp, scale, launch, overrides, a.only, at=a.at, train=not a.finished_only)
     print(exp.summary_text(summary))
     return errors_exit(summary.results, summary.out)

@@ -47,7 +47,8 @@ def summary_line(cls: type, limit: int = 110) -> str:
     line, cut at `limit` characters."""
     text = getattr(cls, "description", "") or _own_doc(cls)
     para = " ".join(text.strip().split("\n\n")[0].split())
-    end = re.search(r"(?<!\bal)(?<!e\.g)(?<!i\.e)\.\s", para)  # a sentence's end, not "et al. "
+    # a sentence's end, not "et al. ", "Fig. 2", "Eq. 3", "Thm. 7", "Prop. 3"
+    end = re.search(r"(?<!\bal)(?<!e\.g)(?<!i\.e)(?<!Fig)(?<!Eq)(?<!Thm)(?<!Prop)\.\s", para)
     first = para[: end.start() + 1] if end else para
     return first if len(first) <= limit else first[: limit - 1].rsplit(" ", 1)[0] + " …"
 
@@ -79,10 +80,12 @@ def cmd_list(a: argparse.Namespace) -> int:
             extra = [f"was {', '.join(aliases[n])}"] if n in aliases else []
             if title == "archs":
                 extra += [s for s in [state_line(cls)] if s]
+            if title == "presets":
+                extra += [f"{scale}: not yet fair" for scale in getattr(cls, "caveats", {})]
             tail = f"  [{'; '.join(extra)}]" if extra else ""
             print(f"  {n:<{width}}{summary_line(cls)}{tail}")
     print(f"(model state sizes at their defaults on {REFERENCE[0]} N={REFERENCE[1]['N']}; `archsep describe NAME` "
-          "for parameters)")
+          "for parameters; a scale 'not yet fair' gives verdicts that are not a test: `describe` says why)")
     return 0
 
 
@@ -119,6 +122,8 @@ def cmd_describe(a: argparse.Namespace) -> int:
         if title == "presets":
             print(f"scales: {', '.join(cls.scales)}")
             for scale, text in getattr(cls, "runtime", {}).items():
+                print(f"  {scale}: {text}")
+            for scale, text in getattr(cls, "caveats", {}).items():
                 print(f"  {scale}: {text}")
         if title == "archs" and (s := state_line(cls)):
             print(f"{s} (defaults, {REFERENCE[0]} N={REFERENCE[1]['N']})")

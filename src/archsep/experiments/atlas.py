@@ -28,7 +28,7 @@ from ..models import MODELS
 from ..registry import init_fields
 from ..models.matching import match_width, measure, width_field
 from ..results import Claim, RunResult, Summary
-from .base import EXPERIMENTS, Experiment, _fmt_setting, claim_lines, run_settings
+from .base import EXPERIMENTS, Experiment, _fmt_setting, claim_lines, n_runs, run_settings, time_text
 from .samples import Arch
 
 TF = Arch("TF", "tf-preln", {"layers": 2, "width": 32, "heads": 2})
@@ -169,7 +169,7 @@ class Atlas(Experiment):
         return Summary(self.registry_name, scale, data, claims, results)
 
     def text(self, summary: Summary) -> str:
-        head = f"{summary.experiment} ({summary.scale}): {len(summary.results)} runs"
+        head = f"{summary.experiment} ({summary.scale}): {n_runs(summary)} runs ({time_text(summary)})"
         lines = [head] + [f"  {t}: N = {'/'.join(map(str, v['Ns']))}, budget {_fmt_setting(v['budget'])} samples, "
                           f"error < {_fmt_setting(v['threshold'])}, {v['seeds']} seeds, every mixer alike"
                           for t, v in summary.data.get("tasks", {}).items()]

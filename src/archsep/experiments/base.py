@@ -25,6 +25,9 @@ class Experiment(abc.ABC):
     description: ClassVar[str] = ""
     scales: ClassVar[tuple[str, ...]] = ("quick", "full")
     runtime: ClassVar[dict[str, str]] = {}  # scale -> measured wall time on this project's machine
+    # scale -> why its verdicts are not (yet) a fair test: said by `archsep list`, `describe`,
+    # `--dry-run`, `reproduce` and in the summary's notes
+    caveats: ClassVar[dict[str, str]] = {}
     separations: ClassVar[tuple[tuple[str, str], ...]] = ()  # (better, worse) labels, for sweeps' reports
     # the task parameter the figure's points lie along (N, or q for paper B's Figure 3), which
     # `--at` chooses among; None: the figure has no single axis (a construction, a trained model)
@@ -62,6 +65,11 @@ class Experiment(abc.ABC):
         if dropped:
             notes.insert(0, f"{dropped} result(s) repeated the run id of another and were dropped: "
                             f"each of the {len(unique)} distinct run(s) is counted once")
+        # the runs' own wall times summed (a resumed preset's last call may take seconds)
+        summary.data["runs_wall_s"] = round(sum(float(r.wall_s or 0.0) for r in unique), 1)
+        summary.data["n_runs"] = len(unique)
+        if scale in self.caveats:
+            notes.insert(0, f"scale {scale}: {self.caveats[scale]}")
         summary.data["duplicates_dropped"] = dropped
         summary.data["notes"] = notes
         return summary
@@ -75,8 +83,7 @@ class Experiment(abc.ABC):
         """Draw the figure(s) into `out`; returns the files written."""
 
     def text(self, summary: Summary) -> str:
-        head = (f"{summary.experiment} ({summary.scale}): {len(summary.results)} runs"
-                + (f" ({summary.wall_s:.0f} s this call)" if summary.wall_s else ""))
+        head = f"{summary.experiment} ({summary.scale}): {n_runs(summary)} runs ({time_text(summary)})"
         return "\n".join([head] + claim_lines(summary.claims))
 
     def table(self, summary: Summary) -> list[dict]:
@@ -171,3 +178,20 @@ def write_json(path: Path, obj: dict) -> None:
 
     # a reader never sees half a file
     atomic_write(path, json.dumps(obj, indent=2, allow_nan=False), "out", allow=OWNED)
+
+
+def n_runs(summary: Summary) -> int:
+    """The distinct runs a summary was made from (its data's count; its results where older)."""
+    return int(summary.data.get("n_runs", len(summary.results)))
+
+
+def time_text(summary: Summary) -> str:
+    """What a summary's runs took: their own wall times summed (stored with each run, so a
+    preset made over several calls or sessions counts every run), then this call's wall time."""
+    runs = summary.data.get("runs_wall_s")
+    parts = []
+    if runs is not None:
+        parts.append(f"runs' own wall times sum to {runs:.0f} s" + (f" = {runs / 3600:.1f} h" if runs >= 3600 else ""))
+    if summary.wall_s is not None:
+        parts.append(f"{summary.wall_s:.0f} s this call")
+    return "; ".join(parts) or "time not recorded"

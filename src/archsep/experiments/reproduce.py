@@ -33,6 +33,28 @@ OUTPUTS = ("runs.csv", "curves.csv", "summary.json", "summary.txt")
 FIGURES = tuple(f"{stem}.{ext}" for stem in ("figure", "heatmaps", "accuracy", "val_curves") for ext in ("png", "svg"))
 
 
+def remove_stale_figures(out_dir: Path, drawn: list[Path]) -> list[Path]:
+    """Remove the figures (FIGURES) in `out_dir` that the last drawing, `drawn`, did not produce
+    (e.g. heatmaps.* from before a one-width preset stopped drawing them), so that no figure
+    of older runs sits beside the new ones. Only regular files go; a link is left alone (and
+    never followed). Returns what was removed."""
+    import os
+    import stat
+
+    keep = {p.name for p in drawn}
+    gone = []
+    for name in FIGURES:
+        p = out_dir / name
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        if name not in keep and stat.S_ISREG(st.st_mode):
+            p.unlink()
+            gone.append(p)
+    return gone
+
+
 def outputs_name(name: str, scale: str = "full", overrides: dict | None = None) -> str:
     """What one output directory's summary describes: a preset at a scale with its overrides
     (the name of its sweep, less any --only: arms added later belong to the same outputs)."""
@@ -131,7 +153,9 @@ def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None
     if curves := exp.curves(summary):
         write_csv(curves, out_dir / "curves.csv")
     d = summary.to_dict()
-    d["figures"] = [p.name for p in exp.figures(summary, out_dir)]
+    drawn = exp.figures(summary, out_dir)
+    remove_stale_figures(out_dir, drawn)
+    d["figures"] = [p.name for p in drawn]
     write_json(out_dir / "summary.json", d)
     atomic_write(out_dir / "summary.txt", exp.summary_text(summary) + "\n", "out", allow=OWNED)
     return summary

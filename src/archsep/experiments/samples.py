@@ -13,11 +13,11 @@ from typing import ClassVar
 from pathlib import Path
 
 
-from ..analysis.grid import describe_runs, fit_grid, group, label_key
+from ..analysis.grid import describe_runs, fit_grid, group, label_key, point_arm
 from ..analysis.stats import separation
-from ..config import PROTOCOL_SUFFIX, RunConfig, TrainConfig
+from ..config import PROTOCOL_SUFFIX, RunConfig, TrainConfig, arm_of
 from ..results import Claim, RunResult, Summary
-from .base import Experiment, claim_lines, run_settings, settings_text
+from .base import Experiment, _fmt_setting, claim_lines, run_settings, settings_text, time_text
 
 @dataclass(frozen=True)
 class Arch:
@@ -80,6 +80,7 @@ class SampleComplexityExperiment(Experiment):
     axis: ClassVar[str] = "N"  # the task parameter the figure varies (its values are Scale.Ns)
     flat: tuple[str, ...] = ()  # labels whose exponent's CI should lie below FLAT_ALPHA (no more than linear)
     growing: tuple[str, ...] = ()  # labels whose exponent's CI should lie above 0
+    subject: ClassVar[str] = ""  # what the figure measures, in its title (e.g. "1STR, linear link (paper B, Fig. 1a)")
 
     def model_params(self, arch: Arch, x: int) -> dict:
         """The model's parameters at axis value x (an experiment may tie them to it, e.g. heads = q)."""
@@ -184,20 +185,31 @@ class SampleComplexityExperiment(Experiment):
         return samples_vs_N(summary.to_dict(), out / "figure", title=self.figure_title(summary), published=published)
 
     def figure_title(self, summary: Summary) -> str:
-        """The preset's description, then the settings its runs were made with."""
-        return f"{self.description}\nruns: {settings_text(summary.data, SETTING_NAMES)}"
+        """The preset, its scale and `subject`; the threshold its runs were made with and the
+        arms that have runs in the figure (not the description, which names the preset's design
+        at every scale); then the runs' settings. Built from the summary's data alone."""
+        d = summary.data
+        run = [p for p in d.get("points") or [] if p.get("n_runs")]
+        arms = {(p.get("curve") or {}).get("arm") or arm_of(p["arch"], "as-published") for p in run}
+        order = [a.label for a in self.scale(summary.scale).archs] if summary.scale in self.scales else []
+        shown = ", ".join(sorted(arms, key=lambda a: (order.index(a) if a in order else len(order), a))) or "none"
+        suffix = PROTOCOL_SUFFIX["as-published"].strip()
+        authors = (f"\n{suffix}: the same arm tested on the authors' held-out prompts"
+                   if any(p["arch"].endswith(suffix) for p in run) else "")
+        head = f"{summary.experiment} ({summary.scale})" + (f": {self.subject}" if self.subject else "")
+        return (f"{head}\nsamples to held-out {d.get('metric') or 'MSE'} < {_fmt_setting(d.get('threshold'))} "
+                f"against {self.axis}; arms run: {shown}{authors}\nruns: {settings_text(d, SETTING_NAMES)}")
 
     def text(self, summary: Summary) -> str:
         d = summary.to_dict()
         lines = [f"{summary.experiment} ({summary.scale}): "
-                 f"{sum(p.get('n_runs', 0) for p in d['points'])} runs ({summary.wall_s or 0:.0f} s this call, runs "
-                 f"the store already had included); "
+                 f"{sum(p.get('n_runs', 0) for p in d['points'])} runs ({time_text(summary)}); "
                  f"{settings_text(d, SETTING_NAMES)}"]
         lines.append(f"  {'arch':<6}{'N':>4}{'mean':>10}{'median':>10}  {'mean 95% CI':<20}{'censored':>9}  published")
         for p in sorted(d["points"], key=lambda p: (p["arch"], p["N"])):
             ci = "n/a" if p["ci"][0] is None else f"[{p['ci'][0]:.0f}, {p['ci'][1]:.0f}]"
             mean = "n/a" if p["mean"] is None else f"{p['mean']:.0f}"
-            arm = p["curve"]["arm"] if "curve" in p else p["arch"]
+            arm = point_arm(p)
             models = self.scale(summary.scale).published_models
             pub = self.published.get(arm, {}).get(p["N"], "") if models is None or arm in models else ""
             lines.append(f"  {p['arch']:<6}{p['N']:>4}{mean:>10}{p['median_text']:>10}  {ci:<20}"

@@ -27,7 +27,7 @@ from ..analysis.size import cell_record as size_record
 from ..config import RunConfig, TrainConfig
 from ..reporting.plots import size_figures
 from ..results import Claim, RunResult, Summary
-from .base import Experiment, _fmt_setting, claim_lines, run_settings
+from .base import Experiment, _fmt_setting, claim_lines, run_settings, time_text
 
 TARGET = 0.99  # early stop at validation accuracy >= target
 BATCH = 64
@@ -178,6 +178,11 @@ def untrained(label: str, control: Claim) -> str:
     if control.values.get("label") == label:
         return f"{label} did not train here ({control.text})"
     return f"a control it needs did not hold ({control.text})"
+
+
+# paper A's `full` scales predate the fair protocol: said wherever such a scale is named
+NOT_FAIR_FULL = ("not yet the fair protocol (1 seed, claims without controls or trivial baselines, not the paper's "
+                 "search): its verdicts are not a test; use --scale cpu or paper-n")
 
 
 class SizeExperiment(Experiment):
@@ -384,15 +389,17 @@ class SizeExperiment(Experiment):
                  **{f"test_acc[{n}]": (c.get("extra_acc") or {}).get(n) for n in names}} for c in summary.data["cells"]]
 
     def figures(self, summary: Summary, out: Path) -> list[Path]:
+        """Heat maps (only where a family has two widths or more), test accuracy against N with
+        the trivial baselines, validation curves; every title names the preset and its scale."""
         cells = summary.data["cells"]
-        return size_figures(cells, size_points(cells), self.registry_name, out, summary.data.get("target", TARGET),
-                            summary.data.get("baselines"))
+        return size_figures(cells, size_points(cells), f"{self.registry_name} ({summary.scale})", out,
+                            summary.data.get("target", TARGET), summary.data.get("baselines"))
 
     def text(self, summary: Summary) -> str:
         d = summary.data
         missing = f", {d['n_missing']} with no finished run yet" if d.get("n_missing") else ""
-        lines = [f"{summary.experiment} ({summary.scale}): {d['n_cells']} cells ({d['n_errors']} errors{missing}) in "
-                 f"{summary.wall_s or 0:.0f}s wall; test accuracy at length N (lr grid {d['lrs']}, <= {d['steps']} "
+        lines = [f"{summary.experiment} ({summary.scale}): {d['n_cells']} cells ({d['n_errors']} errors{missing}; "
+                 f"{time_text(summary)}); test accuracy at length N (lr grid {d['lrs']}, <= {d['steps']} "
                  f"steps, early stop at {100 * d['target']:.0f}% validation accuracy; validation "
                  f"{_fmt_setting(d.get('eval_size'))}, test {_fmt_setting(d.get('test_size'))} examples, "
                  f"seed{'s' if len(d.get('seed_list') or []) > 1 else ''} {_fmt_setting(d.get('seed_list') or [])})"]

@@ -9,6 +9,7 @@ import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from ..analysis.grid import point_arm  # noqa: E402
 
 MARKERS = "osD^vP*X"
 BASELINE_STYLES = ("--", ":", "-.")  # one per task variant, so two variants' baselines are told apart
@@ -44,13 +45,12 @@ def save(fig, stem: Path) -> list[Path]:
     return paths
 
 
-def _arm(point: dict) -> str:
-    """The arm a point's curve measures (its label without the protocol's suffix), as the
-    analysis keyed it (`archsep.analysis.grid.CurveKey`); a point from before keys: its curve."""
-    return (point.get("curve") or {}).get("arm") or point["arch"]
-
-
 def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | None = None) -> list[Path]:
+    """`draw_samples_vs_N`, written to STEM.png and STEM.svg."""
+    return save(draw_samples_vs_N(summary, title, published), stem)
+
+
+def draw_samples_vs_N(summary: dict, title: str = "", published: dict | None = None):
     """Mean samples-to-threshold vs N (log-log) with bootstrap CIs and the fitted power law
     (alpha and its 95% CI in the legend); runs censored at the budget make the mean a lower
     bound, drawn as an open upward triangle; published means as large hollow circles. Arms
@@ -60,7 +60,7 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | N
 
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     archs = sorted({p["arch"] for p in summary["points"]})
-    base_of = {p["arch"]: _arm(p) for p in summary["points"]}
+    base_of = {p["arch"]: point_arm(p) for p in summary["points"]}
     bases = sorted(set(base_of.values()))
     colour = {b: f"C{i}" for i, b in enumerate(bases)}
     for arch in archs:
@@ -112,7 +112,7 @@ def samples_vs_N(summary: dict, stem: Path, title: str = "", published: dict | N
     ax.set_title(plain(title), fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # outside the data
-    return save(fig, stem)
+    return fig
 
 
 def _families(cells: list[dict]) -> dict[str, list[dict]]:
@@ -123,13 +123,28 @@ def _families(cells: list[dict]) -> dict[str, list[dict]]:
     return dict(sorted(fam.items()))
 
 
+def multi_width(cells: list[dict]) -> bool:
+    """Whether some family was run at two widths or more: only then does a heat map (widths
+    against N) show anything that `accuracy_vs_N` does not."""
+    return any(len({c.get("width") for c in cs}) >= 2 for cs in _families(cells).values())
+
+
 def heatmaps(cells: list[dict], name: str, stem: Path) -> list[Path]:
-    """One panel per architecture family: mean test accuracy, rows = widths, columns = N."""
+    """`draw_heatmaps`, written to STEM.png and STEM.svg."""
+    return save(draw_heatmaps(cells, name), stem)
+
+
+def draw_heatmaps(cells: list[dict], name: str):
+    """One panel per architecture family run at two widths or more (a one-width family is a
+    strip that repeats the accuracy plot; the title names those left out; where no family has
+    two widths, every family is drawn): mean test accuracy, rows = widths, columns = N."""
     import math
 
     import numpy as np
 
-    fams = _families(cells)
+    every = _families(cells)
+    fams = {f: cs for f, cs in every.items() if len({c.get("width") for c in cs}) >= 2} or every
+    left = [f for f in every if f not in fams]
     n = max(1, len(fams))
     cols = min(4, n)
     rows = math.ceil(n / cols)
@@ -157,56 +172,103 @@ def heatmaps(cells: list[dict], name: str, stem: Path) -> list[Path]:
         ax.set_yticks(range(len(ws)), [str(w) for w in ws])
         ax.set_xlabel("length N")
         ax.set_ylabel("width")
-        ax.set_title(fam, fontsize=9)
+        ax.set_title(plain(fam), fontsize=9)
     if im is not None:
         fig.colorbar(im, ax=list(axes.flat), shrink=0.8, label="test accuracy")
-    fig.suptitle(f"{name}: test accuracy (%)", fontsize=10)
-    return save(fig, stem)
+    one = f"\n(one width only, not drawn: {', '.join(left)})" if left else ""
+    fig.suptitle(plain(f"{name}: mean test accuracy over seeds (%), widths against N{one}"), fontsize=10)
+    return fig
+
+
+def _seed_curve(cell: dict) -> list[tuple[float, float]]:
+    """The validation curve of the learning rate a cell chose ((step, accuracy) pairs)."""
+    run = next((x for x in cell["runs"] if x["lr"] == cell.get("best_lr")), cell["runs"][0])
+    return [(float(p[0]), float(p[1])) for p in run.get("curve") or []]
+
+
+def mean_curve(curves: list[list[tuple[float, float]]]) -> tuple[list[float], list[float]]:
+    """The mean of seeds' validation curves, at every step any of them was evaluated at. At a
+    step inside a seed's own range the seed counts only if it has a point there (curves share
+    their evaluation steps, so this is every seed); past a seed's last point it counts with its
+    last value: a seed that stopped early (it reached the target, or a plateau or a halving rung
+    ended it) keeps that model, so dropping it would pull the mean down to the seeds still
+    training. Before a seed's first point it does not count."""
+    steps = sorted({s for c in curves for s, _ in c})
+    own = [(dict(c), max(c)) for c in curves if c]  # each seed's points and its last one
+    xs, ys = [], []
+    for s in steps:
+        vals = [d[s] if s in d else last[1] for d, last in own if s in d or s > last[0]]
+        if vals:
+            xs.append(s)
+            ys.append(sum(vals) / len(vals))
+    return xs, ys
 
 
 def val_curves(cells: list[dict], name: str, stem: Path, target: float | None = None) -> list[Path]:
+    """`draw_val_curves`, written to STEM.png and STEM.svg."""
+    return save(draw_val_curves(cells, name, target), stem)
+
+
+def draw_val_curves(cells: list[dict], name: str, target: float | None = None):
     """Validation accuracy over training steps of each cell's selected learning rate, one panel
-    per length N (first seed), one line per model."""
+    per length N, one colour per model: every seed as a thin line (gid "seed") and their mean as
+    a thick one (gid "mean", labelled with the model; see `mean_curve` for curves of unequal
+    length); `target` (the early stop) a dashed grey line."""
     Ns = sorted({c["N"] for c in cells})
     fig, axes = plt.subplots(1, max(1, len(Ns)), figsize=(3.4 * max(1, len(Ns)), 3.2), squeeze=False, sharey=True,
                              layout="constrained")
     labels = sorted({c["label"] for c in cells})
-    first = min((c["seed"] for c in cells), default=0)  # the first seed (a --set seed=S shifts them)
+    seeds = sorted({c["seed"] for c in cells})
     for ax, N in zip(axes[0], Ns):
         for k, lab in enumerate(labels):
-            cs = [c for c in cells if c["N"] == N and c["label"] == lab and c["seed"] == first and c["runs"]]
-            if not cs:
-                continue
-            c = cs[0]
-            run = next((x for x in c["runs"] if x["lr"] == c["best_lr"]), c["runs"][0])
-            ax.plot([p[0] for p in run["curve"]], [p[1] for p in run["curve"]], marker=MARKERS[k % len(MARKERS)],
-                    markersize=3, label=lab, color=f"C{k % 10}")  # a model's colour is the same in every panel
+            cs = sorted((c for c in cells if c["N"] == N and c["label"] == lab and c.get("runs")),
+                        key=lambda c: c["seed"])
+            curves = [_seed_curve(c) for c in cs]
+            colour = f"C{k % 10}"  # a model's colour is the same in every panel
+            for c, curve in zip(cs, curves):
+                if curve:
+                    ax.plot([p[0] for p in curve], [p[1] for p in curve], color=colour, lw=0.6, alpha=0.45,
+                            label=f"_seed {c['seed']}", gid="seed")
+            xs, ys = mean_curve(curves)
+            if xs:
+                ax.plot(xs, ys, color=colour, lw=2.0, marker=MARKERS[k % len(MARKERS)], markersize=3,
+                        markevery=max(1, len(xs) // 8), label=plain(lab), gid="mean")
         if target is not None:
-            ax.axhline(target, color="grey", lw=0.8, ls="--")
+            ax.axhline(target, color="grey", lw=0.8, ls="--", zorder=1)
+            ax.text(0.01, target, f"early stop {target:g}", transform=ax.get_yaxis_transform(), fontsize=6,
+                    color="grey", va="bottom")
         ax.set_title(f"N = {N}", fontsize=9)
         ax.set_xlabel("training steps")
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel("validation accuracy")
     handles = {h.get_label(): h for ax in axes[0] for h in ax.get_lines() if not h.get_label().startswith("_")}
-    axes[0][-1].legend([handles[lab] for lab in labels if lab in handles], [lab for lab in labels if lab in handles],
-                       fontsize=7, loc="lower right")  # every model, even one missing from the last panel
-    fig.suptitle(f"{name}: validation curves (selected lr)", fontsize=10)
-    return save(fig, stem)
+    shown = [plain(lab) for lab in labels if plain(lab) in handles]
+    # every model, even one missing from the last panel; outside the data, right of the last panel
+    axes[0][-1].legend([handles[lab] for lab in shown], shown, fontsize=7, loc="upper left",
+                       bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    n_seeds = f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}"
+    fig.suptitle(plain(f"{name}: validation accuracy of the selected lr ({n_seeds}: every seed thin, mean thick)"),
+                 fontsize=10)
+    return fig
 
 
-def accuracy_vs_N(points: list[dict], name: str, stem: Path, baselines: list[dict] | None = None) -> list[Path]:
+def accuracy_vs_N(points: list[dict], name: str, stem: Path, baselines: list[dict] | None = None,
+                  target: float | None = None) -> list[Path]:
+    """`draw_accuracy_vs_N`, written to STEM.png and STEM.svg."""
+    return save(draw_accuracy_vs_N(points, name, baselines, target), stem)
+
+
+MODEL_Z, BASELINE_Z = 2, 6  # the baselines are drawn over the models' lines: never hidden under one
+
+
+def draw_accuracy_vs_N(points: list[dict], name: str, baselines: list[dict] | None = None,
+                       target: float | None = None):
     """Mean test accuracy against length N, one line per model (family and width), with the
     t interval over seeds as error bars (none from a single seed), and the task's best trivial
-    baseline at each N as a black line, dashed, dotted or dash-dotted by task variant."""
+    baseline at each N as a black line over them (dashed, dotted or dash-dotted by task
+    variant), named in the legend and on the line at its first point. `target`: the early stop, in the title."""
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     labels = sorted({p["label"] for p in points})
-    for j, v in enumerate(sorted({b["variant"] for b in baselines or []})):
-        bs = sorted((b for b in baselines or [] if b["variant"] == v and isinstance(b["N"], (int, float))),
-                    key=lambda b: b["N"])
-        names = ", ".join(sorted({b["best"] for b in bs}))
-        ax.plot([b["N"] for b in bs], [b["best_acc"] for b in bs], color="k",
-                ls=BASELINE_STYLES[j % len(BASELINE_STYLES)], lw=1.0,
-                label=plain(f"best trivial baseline{f' [{v}]' if v else ''} ({names})"))
     for k, lab in enumerate(labels):
         ps = [p for p in points if p["label"] == lab and p["mean"] is not None
               and isinstance(p["N"], (int, float)) and not isinstance(p["N"], bool)]
@@ -216,7 +278,20 @@ def accuracy_vs_N(points: list[dict], name: str, stem: Path, baselines: list[dic
         lo = [p["mean"] - (p["ci"][0] if p["ci"][0] is not None else p["mean"]) for p in ps]
         hi = [(p["ci"][1] if p["ci"][1] is not None else p["mean"]) - p["mean"] for p in ps]
         ax.errorbar([p["N"] for p in ps], [p["mean"] for p in ps], yerr=[lo, hi], marker=MARKERS[k % len(MARKERS)],
-                    capsize=3, label=plain(lab), color=f"C{k % 10}")  # one colour per model, whatever is missing
+                    capsize=3, label=plain(lab), color=f"C{k % 10}", zorder=MODEL_Z)  # one colour per model
+    for j, v in enumerate(sorted({b["variant"] for b in baselines or []})):
+        bs = sorted((b for b in baselines or [] if b["variant"] == v and isinstance(b["N"], (int, float))),
+                    key=lambda b: b["N"])
+        if not bs:
+            continue
+        names = ", ".join(sorted({b["best"] for b in bs}))
+        ax.plot([b["N"] for b in bs], [b["best_acc"] for b in bs], color="k",
+                ls=BASELINE_STYLES[j % len(BASELINE_STYLES)], lw=1.6, zorder=BASELINE_Z, gid="baseline",
+                label=plain(f"best trivial baseline{f' [{v}]' if v else ''} ({names})"))
+        # named on the line too, at its first point (inside the axes, clear of the legend)
+        ax.annotate(plain(f"trivial baseline{f' [{v}]' if v else ''}"), (bs[0]["N"], bs[0]["best_acc"]),
+                    xytext=(6, -4 - 10 * j), textcoords="offset points", fontsize=7, va="top",
+                    zorder=BASELINE_Z)  # no box: it would hide the models' lines beneath
     ax.set_xscale("log")
     Ns = sorted({p["N"] for p in points if isinstance(p["N"], (int, float)) and not isinstance(p["N"], bool)})
     if Ns:
@@ -226,18 +301,26 @@ def accuracy_vs_N(points: list[dict], name: str, stem: Path, baselines: list[dic
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("length N")
     ax.set_ylabel("test accuracy (mean over seeds, 95% t interval)")
-    ax.set_title(plain(f"{name}: test accuracy against N"), fontsize=9)
+    stop = "" if target is None else f"\n(training stops at validation accuracy >= {target:g})"
+    ax.set_title(plain(f"{name}: test accuracy against N{stop}"), fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return save(fig, stem)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # outside the data
+    return fig
+
+
+SIZE_FIGURES = ("heatmaps", "accuracy", "val_curves")  # the stems `size_figures` may draw
 
 
 def size_figures(cells: list[dict], points: list[dict], name: str, out: Path,
                  target: float | None = None, baselines: list[dict] | None = None) -> list[Path]:
-    """A size measurement's figures, for a preset and a sweep alike: heat maps of test accuracy,
-    test accuracy against N (with the task's best trivial baseline where known), validation
-    curves of the chosen learning rates (`target` dashed)."""
-    return (heatmaps(cells, name, out / "heatmaps") + accuracy_vs_N(points, name, out / "accuracy", baselines)
+    """A size measurement's figures, for a preset and a sweep alike: heat maps of test accuracy
+    (only where some family has two widths or more: a one-width map is a strip that repeats the
+    accuracy plot), test accuracy against N (with the task's best trivial baseline where known),
+    validation curves of the chosen learning rates (`target` dashed). `name` heads every title
+    (a preset's: "dyck-fig2 (cpu)"). A caller redrawing into a folder removes a heatmaps.* left
+    there by an earlier drawing when none is returned."""
+    maps = heatmaps(cells, name, out / "heatmaps") if multi_width(cells) else []
+    return (maps + accuracy_vs_N(points, name, out / "accuracy", baselines, target)
             + val_curves(cells, name, out / "val_curves", target))
 
 

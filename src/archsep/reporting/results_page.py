@@ -28,7 +28,8 @@ def verdict(claim: dict) -> str:
     v = claim.get("verdict")
     if v in VERDICTS or v == "reversed":
         return str(v)
-    return {True: "held", False: "did not hold"}.get(claim.get("held"), "no verdict")
+    held = claim.get("held")
+    return "held" if held is True else "did not hold" if held is False else "no verdict"
 
 
 def read_runs(folder: Path) -> list[dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...results import Claim
 from ..base import EXPERIMENTS
-from ..size import SizeExperiment, SizeScale, lstm, mamba, pct, tf
+from ..size import NOT_FAIR_FULL, SizeExperiment, SizeScale, lstm, mamba, pct, tf
 
 
 @EXPERIMENTS.register("dyck-fig2")
@@ -12,6 +12,7 @@ class DyckFig2(SizeExperiment):
     description = "Bounded Dyck-(2,2): TF-(1,w) and TF-(2,64) vs LSTM-64 and Mamba-style-64 (paper A, Fig. 2 right)"
     runtime = {"quick": "about 1 min (2 CPU cores)", "full": "hours; meant for a GPU"}
     task = "dyck"
+    caveats = {"full": NOT_FAIR_FULL}
     full = SizeScale(Ns=(20, 50, 100, 200, 400), archs=(tf(1, (64, 128, 256)), tf(2, (64,)), lstm((64,)), mamba((64,))),
                      lrs=(1e-3, 3e-4, 1e-4), steps=20_000, eval_every=250, val_size=2000, seeds=1)
     quick = SizeScale(Ns=(20, 50, 100), archs=(tf(1, (64,)), lstm((64,))),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...results import Claim
 from ..base import EXPERIMENTS
-from ..size import SizeExperiment, SizeScale, lstm, mamba, pct, tf
+from ..size import NOT_FAIR_FULL, SizeExperiment, SizeScale, lstm, mamba, pct, tf
 
 VARIANTS = (("eq-random", {"variant": "eq-random"}), ("eq-one", {"variant": "eq-one"}))
 
@@ -15,6 +15,7 @@ class EqualityFig4(SizeExperiment):
                    "(paper A, Fig. 4)")
     runtime = {"quick": "about 1.2 min (2 CPU cores)", "full": "hours; meant for a GPU"}
     task = "equality"
+    caveats = {"full": NOT_FAIR_FULL}
     full = SizeScale(Ns=(20, 50, 100, 200, 400), archs=(tf(2, (64,)), tf(1, (64,)), lstm((64, 256)), mamba((64, 256))),
                      lrs=(1e-3, 3e-4, 1e-4), steps=20_000, eval_every=250, val_size=2000, seeds=1, variants=VARIANTS)
     quick = SizeScale(Ns=(20, 40), archs=(tf(2, (64,)), lstm((8, 64))),

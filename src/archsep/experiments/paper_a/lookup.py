@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...results import Claim
 from ..base import EXPERIMENTS
-from ..size import SizeExperiment, SizeScale, dss, linear_tf, lstm, mamba, pct, retnet, tf
+from ..size import NOT_FAIR_FULL, SizeExperiment, SizeScale, dss, linear_tf, lstm, mamba, pct, retnet, tf
 
 
 @EXPERIMENTS.register("lookup-fig2")
@@ -12,6 +12,7 @@ class LookupFig2(SizeExperiment):
     description = "Index lookup: 1-layer Transformer vs LSTM, Mamba-style and DSS over lengths (paper A, Fig. 2 left)"
     runtime = {"quick": "about 1.3 min (2 CPU cores)", "full": "hours; meant for a GPU"}
     task = "index-lookup"
+    caveats = {"full": NOT_FAIR_FULL}
     # one head, as in Theorem 1's construction. Variable training lengths make the largest
     # indices rare (p = N needs k = N), so most of the budget goes into the last few indices.
     full = SizeScale(Ns=(20, 50, 100, 200, 400), archs=(tf(1, (64,), heads=1), lstm((64, 128, 256)),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ...results import Claim
 from ..base import EXPERIMENTS
-from ..size import SizeExperiment, SizeScale, mamba, pct, tf
+from ..size import NOT_FAIR_FULL, SizeExperiment, SizeScale, mamba, pct, tf
 
 
 @EXPERIMENTS.register("mamba-width")
@@ -11,6 +11,7 @@ class MambaWidth(SizeExperiment):
     description = "Index lookup with Mamba-style models across widths and lengths (paper A, Fig. 3)"
     runtime = {"quick": "about 2 min (2 CPU cores)", "full": "hours; meant for a GPU"}
     task = "index-lookup"
+    caveats = {"full": NOT_FAIR_FULL}
     full = SizeScale(Ns=(20, 50, 100, 200, 400), archs=(mamba((32, 64, 128, 256, 512)),),
                      lrs=(1e-3, 3e-4, 1e-4), steps=20_000, eval_every=250, val_size=2000, seeds=1)
     quick = SizeScale(Ns=(10, 20, 40), archs=(mamba((16, 32, 64), d_state=8),),

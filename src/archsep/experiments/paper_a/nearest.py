@@ -9,13 +9,14 @@ from __future__ import annotations
 from ...results import Claim
 from ...tasks.nearest_neighbour import NearestNeighbour
 from ..base import EXPERIMENTS
-from ..size import SizeExperiment, SizeScale, lstm, mamba, pct, tf
+from ..size import NOT_FAIR_FULL, SizeExperiment, SizeScale, lstm, mamba, pct, tf
 
 
 @EXPERIMENTS.register("nn-fig")
 class NearestNeighbourFig(SizeExperiment):
     description = "Nearest neighbour: 2-layer Transformer vs LSTM-64 and Mamba-style-64 over lengths (paper A, Thm. 7)"
     runtime = {"quick": "about 2 min (2 CPU cores)", "full": "hours; meant for a GPU"}
+    caveats = {"full": NOT_FAIR_FULL}
     task = "nearest-neighbour"  # d = 16 unit vectors, margin 0.05, noisy queries (the task's defaults)
     full = SizeScale(Ns=(20, 50, 100, 200), archs=(tf(2, (64,)), tf(1, (64,)), lstm((64, 256)), mamba((64, 256))),
                      lrs=(1e-3, 3e-4, 1e-4), steps=20_000, eval_every=250, val_size=2000, seeds=1)

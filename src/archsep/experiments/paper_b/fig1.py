@@ -32,6 +32,7 @@ BOTH = ("training", "as-published")
 @EXPERIMENTS.register("qstr-fig1a")
 class Fig1a(SampleComplexityExperiment):
     description = "1STR, linear link, d=10: samples to test MSE < 0.7 (paper B, Fig. 1a)"
+    subject = "1STR, linear link (paper B, Fig. 1a)"
     runtime = {"quick": "about 70 s (2 CPU cores, idle)", "full": "about 37 min (2 CPU cores)"}
     published = {"TF": {2: 2900, 4: 5700, 6: 10500, 8: 14600, 10: 15900, 12: 17100},
                  "RNN": {2: 1500, 4: 16300, 6: 32900, 8: 41000, 10: 58800, 12: 73800},
@@ -53,6 +54,7 @@ class Fig1a(SampleComplexityExperiment):
 @EXPERIMENTS.register("qstr-fig1b")
 class Fig1b(SampleComplexityExperiment):
     description = "simple-1STR, linear link, d=10: samples to test MSE < 0.02 (paper B, Fig. 1b)"
+    subject = "simple-1STR, linear link (paper B, Fig. 1b)"
     runtime = {"quick": "about 2-3 min (2 CPU cores)",
                "full": "about 80 min (2 CPU cores; the GRU-500 arm is 4.4 core-hours)"}
     published = {"TF": {25: 118000, 27: 168000, 29: 127000, 31: 124000, 33: 139000},

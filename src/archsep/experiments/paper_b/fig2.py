@@ -15,7 +15,7 @@ from ...constructions.qstr import block_mask, construction_block_mass
 from ...config import RunConfig, TrainConfig
 from ...tasks.qstr import QSTR
 from ...results import Claim, RunResult, Summary
-from ..base import EXPERIMENTS, Experiment, claim_lines, run_settings
+from ..base import EXPERIMENTS, Experiment, claim_lines, run_settings, time_text
 
 
 @dataclass(frozen=True)
@@ -165,13 +165,13 @@ class Fig2(Experiment):
         axes[1].set_xlim(left=0)
         axes[1].set_xlabel("step (0, then log scale)")
         axes[1].set_ylim(0, 1.05)
-        axes[1].legend(fontsize=8)
+        axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # outside
         return save(fig, out / "figure")
 
     def text(self, summary: Summary) -> str:
         s = summary.data
         lines = [f"{summary.experiment} ({summary.scale}): N={s['N']}, {s['train_size']} training examples, "
-                 f"{s['steps']} steps ({s['epochs']} epochs), {s['seeds']} seed(s), {summary.wall_s or 0:.0f}s"]
+                 f"{s['steps']} steps ({s['epochs']} epochs), {s['seeds']} seed(s) ({time_text(summary)})"]
         if s["runs"]:
             lines.append(f"  block mass {s['block_mass']:.3f} (random init {s['block_mass_init']:.3f}, "
                          f"block area {s['block_area']:.3f}); cosine to alpha*I {s['cosine']:.3f}; "

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...config import RunConfig, TrainConfig
 from ...results import Claim, RunResult, Summary
-from ..base import EXPERIMENTS, Experiment, claim_lines, run_settings, settings_text
+from ..base import EXPERIMENTS, Experiment, claim_lines, run_settings, settings_text, time_text
 
 
 def heads_bound(H: int, q: int, d: int) -> float:
@@ -95,11 +95,19 @@ class Heads(Experiment):
         return Summary(self.registry_name, scale, data, claims, results)
 
     def figures(self, summary: Summary, out: Path) -> list[Path]:
-        from ...reporting.plots import plt, save
+        from ...reporting.plots import save
+
+        return save(self.draw(summary), out / "figure")
+
+    def draw(self, summary: Summary):
+        """One panel per q: every run's held-out MSE against samples, one colour per head count
+        H, with the Prop. 3 floor of each H < q dashed; legends below the panels."""
+        from ...reporting.plots import plain, plt
 
         rows, d = summary.data["rows"], summary.data["d"]
         qs = sorted({r["q"] for r in rows})
-        fig, axes = plt.subplots(1, len(qs), figsize=(5 * len(qs), 3.8), squeeze=False)
+        fig, axes = plt.subplots(1, max(1, len(qs)), figsize=(5 * max(1, len(qs)), 4.4), squeeze=False,
+                                 layout="constrained")
         for ax, q in zip(axes[0], qs):
             for H in range(1, q + 2):
                 rs = [r for r in summary.results
@@ -116,14 +124,17 @@ class Heads(Experiment):
             ax.set_xlabel("samples")
             ax.set_ylabel("held-out MSE")
             ax.set_ylim(0, 1.1)
-            ax.legend(fontsize=7)
-        return save(fig, out / "figure")
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)  # outside the data
+        fig.suptitle(plain(f"{summary.experiment} ({summary.scale}): held-out MSE against samples, every run; "
+                           "dashed: the floor of H < q heads (Prop. 3)"), fontsize=9)
+        return fig
 
     def text(self, summary: Summary) -> str:
         s = summary.data
         lines = [f"{summary.experiment} ({summary.scale}): "
                  f"{settings_text(s, {'N': 'N', 'd': 'd', 'budget': 'budget'})} "
-                 f"({s['seeds']} seed(s)), {summary.wall_s or 0:.0f}s",
+                 f"({s['seeds']} seed(s)); {time_text(summary)}",
                  f"  {'q':>2} {'H':>2} {'best MSE':>9} {'final MSE':>10} {'floor (H<q)':>12} "
                  f"{'below (q-1)-head floor':>23}"]
         for r in s["rows"]:

@@ -1,0 +1,146 @@
+"""Redraw committed figures from their committed summary.json (and runs.csv where a figure
+reads the runs), with the current drawing code; no run is trained, nothing but figures is
+written.
+
+    python scripts/redraw_figures.py [--text] [FOLDER ...]
+
+--text also writes each folder's summary.txt and summary.json again from the same summary, with
+the runs' own wall times summed from runs.csv (`runs_wall_s`: what a summary's header states
+now, instead of the last call's seconds), the number of runs where runs.csv has one row per run
+(`n_runs`), and the figures list naming the files drawn; nothing else in them changes (a first
+line starting with "# ", a note marking the folder, is kept).
+
+Default: every docs/results/*/ whose summary.json names a preset, except atlas-cpu. Each
+folder's summary.json becomes an `archsep.results.Summary` (the figures read its data only);
+the preset's `figures()` draws into the folder (atomic writes beside the target, never through a
+link), and the figures it no longer draws there (e.g. heatmaps.* of a one-width preset) are
+removed. summary.json, summary.txt, runs.csv and PROVENANCE are left as they are (summary.json's
+"figures" list may then name a removed figure until the preset is rerun).
+
+qstr-fig3 reads its runs (per run: arm, q, samples, censored), rebuilt from runs.csv;
+qstr-heads draws every run's validation curve, which runs.csv does not hold: it is skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from archsep.experiments import PRESETS
+from archsep.experiments.base import write_json
+from archsep.experiments.reproduce import remove_stale_figures
+from archsep.fileio import OWNED, atomic_write
+from archsep.reporting.results_page import read_runs
+from archsep.results import Claim, Summary
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "docs" / "results"
+EXCLUDED = {"atlas-cpu": "another issue's figure"}
+# presets whose figures need what runs.csv lacks: preset -> why
+UNDRAWABLE = {"qstr-heads": "its figure draws every run's held-out curve, which runs.csv does not hold"}
+# what `Summary.to_dict` (and reproduce) add around the data
+NOT_DATA = ("preset", "scale", "quick", "claims", "wall_s", "figures")
+
+
+@dataclass
+class CsvRun:
+    """The fields of a run that Figure 3's drawing reads, from one row of runs.csv."""
+
+    config: dict
+    samples: int | None
+    status: str
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def censored(self) -> bool:
+        return self.status == "censored"
+
+
+def csv_runs(path: Path) -> list[CsvRun]:
+    """Figure 3's runs from its runs.csv (columns arch, N, q, samples, censored, status)."""
+    out = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            status = row["status"] or ("censored" if row.get("censored") == "True" else "ok")
+            samples = int(float(row["samples"])) if row.get("samples") not in (None, "") else None
+            out.append(CsvRun({"label": row["arch"], "arch": row["arch"],
+                               "task_params": {"q": int(row["q"]), "N": int(row["N"])}}, samples, status))
+    return out
+
+
+def load(folder: Path) -> Summary:
+    d = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    summary = Summary(experiment=d["preset"], scale=d["scale"], data={k: v for k, v in d.items() if k not in NOT_DATA},
+                      claims=[Claim.from_dict(c) for c in d.get("claims") or []], wall_s=d.get("wall_s"))
+    if d["preset"] == "qstr-fig3":
+        summary.results = csv_runs(folder / "runs.csv")
+    return summary
+
+
+def preset_of(folder: Path) -> str | None:
+    try:
+        return json.loads((folder / "summary.json").read_text(encoding="utf-8")).get("preset")
+    except (OSError, ValueError):
+        return None
+
+
+def redraw(folder: Path) -> tuple[list[Path], list[Path]]:
+    """Draw `folder`'s figures again; returns (written, removed)."""
+    if folder.is_symlink() or not folder.is_dir():
+        raise ValueError(f"{folder} is not a directory (or is a link): not written")
+    summary = load(folder)
+    if summary.experiment in UNDRAWABLE:
+        raise ValueError(f"{summary.experiment}: {UNDRAWABLE[summary.experiment]}")
+    exp = PRESETS.get(summary.experiment)()
+    drawn = exp.figures(summary, folder)
+    return drawn, remove_stale_figures(folder, drawn)
+
+
+def rewrite_text(folder: Path, drawn: list[Path]) -> None:
+    """summary.txt and summary.json from the committed summary, with the runs' total time."""
+    summary = load(folder)
+    rows = read_runs(folder)
+    walls = [float(r["wall_s"]) for r in rows if r.get("wall_s") not in (None, "")]
+    if walls:
+        summary.data["runs_wall_s"] = round(sum(walls), 1)
+    if rows and "run_id" in rows[0]:  # one row per run (a size preset's rows are cells)
+        summary.data["n_runs"] = len(rows)
+    exp = PRESETS.get(summary.experiment)()
+    old_txt = (folder / "summary.txt").read_text(encoding="utf-8")
+    mark = old_txt.split("\n", 1)[0] + "\n" if old_txt.startswith("# ") else ""
+    d = summary.to_dict()
+    d["figures"] = [p.name for p in drawn] if drawn else json.loads(
+        (folder / "summary.json").read_text(encoding="utf-8")).get("figures", [])
+    write_json(folder / "summary.json", d)
+    atomic_write(folder / "summary.txt", mark + exp.summary_text(summary) + "\n", "out", allow=OWNED)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--text", action="store_true", help="also write summary.txt and summary.json again")
+    ap.add_argument("folders", nargs="*", type=Path)
+    a = ap.parse_args(argv)
+    folders = a.folders or [p for p in sorted(RESULTS.iterdir())
+                            if p.is_dir() and p.name not in EXCLUDED and preset_of(p)]
+    failed = 0
+    for folder in folders:
+        drawn: list[Path] = []
+        try:
+            if not a.text or (preset_of(folder) not in UNDRAWABLE and folder.name not in EXCLUDED):
+                drawn, removed = redraw(folder)
+                print(f"{folder}: wrote {', '.join(p.name for p in drawn)}"
+                      + (f"; removed {', '.join(p.name for p in removed)}" if removed else ""))
+            if a.text:
+                rewrite_text(folder, drawn)
+                print(f"{folder}: wrote summary.txt, summary.json")
+        except Exception as e:  # noqa: BLE001 - one folder's failure is reported, the others still drawn
+            print(f"{folder}: not redrawn: {e}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
