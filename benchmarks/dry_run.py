@@ -18,7 +18,7 @@ import os
 import tempfile
 import time
 
-from archsep.engine import cost
+from archsep.runs import cost, timing
 from archsep.engine.planning import longest_step_flops
 from archsep.experiments import EXPERIMENTS
 
@@ -29,11 +29,11 @@ def fresh() -> None:
     """As a new process: nothing measured or counted yet (the cache file aside)."""
     from archsep.engine import planning
 
-    cost._STEPS.clear()
-    cost._TRAIN.clear()
-    cost._RATIOS.clear()
-    cost._HOW.clear()
-    cost._FLOPS_EST.clear()
+    timing._STEPS.clear()
+    timing._TRAIN.clear()
+    timing._RATIOS.clear()
+    timing._HOW.clear()
+    timing._FLOPS_EST.clear()
     planning._FLOPS.clear()
     planning._OPS.clear()
 
@@ -76,8 +76,8 @@ def main() -> None:
                 continue
             longest = by_N[max(by_N)]
             key = cost.cost_key(longest)
-            guess, guess_flops = cost._STEPS[key].cpu_s, cost._STEPS[key].flops  # both at the longest sequence
-            del cost._STEPS[key]
+            guess, guess_flops = timing._STEPS[key].cpu_s, timing._STEPS[key].flops  # both at the longest sequence
+            del timing._STEPS[key]
             real = cost.step_cost(longest).cpu_s
             flops = longest_step_flops(longest)
             print(f"    {longest.model_config().short_name():<28} N={max(by_N):<5g} step: "

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from archsep.runs.store import DB_NAME, open_store
+from archsep.store import DB_NAME, open_store
 from sweep_util import cli, env
 
 GOOD = """name = "bad"

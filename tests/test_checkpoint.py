@@ -18,7 +18,7 @@ from archsep.cli import main
 from archsep.config import RunConfig, TrainConfig
 from archsep.engine.checkpoint import Checkpoints
 from archsep.engine.train import train_run
-from archsep.runs.store import open_store
+from archsep.store import open_store
 from sweep_util import ARCHSEP, env, tiny_toml, write
 
 SAME = ("status", "samples", "final_metric", "best_metric", "curve", "train_curve", "test_metric", "best_samples",
@@ -242,7 +242,7 @@ def test_the_steps_saved_count_for_every_run_of_a_stacked_groups_checkpoint(tmp_
     assert checkpoint.group_steps(ck, [(b.run_id, b.to_dict())]) == {}  # no file of b's own
     # `archsep status` reads the same from the store's plan: all three go on from step 11
     from archsep.cli.sweep import _checkpointed
-    from archsep.runs.store import open_store
+    from archsep.store import open_store
 
     out = tmp_path / "out"
     store = open_store(out)

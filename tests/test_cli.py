@@ -78,7 +78,7 @@ def test_finished_only_writes_the_outputs_of_the_runs_so_far_and_trains_nothing(
     """A long run's results so far: --finished-only analyses the planned runs the store holds,
     trains none of the others (the store keeps its rows), and the summary says how many are
     pending; with no store at --out it is one line naming --out."""
-    from archsep.runs.store import open_store
+    from archsep.store import open_store
 
     monkeypatch.setitem(PRESETS._items, "tiny", Tiny)
     args = ["reproduce", "tiny", "--quick", "--out", str(tmp_path), "--workers", "1", "--no-progress"]

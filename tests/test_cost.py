@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from archsep.engine import cost
+from archsep.runs import cost, timing
 from archsep.engine.planning import step_flops
 from archsep.experiments import EXPERIMENTS
 
@@ -83,10 +83,10 @@ def test_dry_run_prints_costs_and_creates_nothing(tmp_path):
 
 def _fresh(monkeypatch, tmp_path):
     monkeypatch.setenv("ARCHSEP_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(cost, "_STEPS", {})
-    monkeypatch.setattr(cost, "_HOW", {})
-    monkeypatch.setattr(cost, "_BUSY", {})
-    monkeypatch.setattr(cost, "_load", lambda: 0.0)  # an idle machine, whatever else runs beside the tests
+    monkeypatch.setattr(timing, "_STEPS", {})
+    monkeypatch.setattr(timing, "_HOW", {})
+    monkeypatch.setattr(timing, "_BUSY", {})
+    monkeypatch.setattr(timing, "_load", lambda: 0.0)  # an idle machine, whatever else runs beside the tests
 
 
 def test_a_time_measured_on_a_busy_machine_is_used_said_and_never_kept(monkeypatch, tmp_path):
@@ -97,16 +97,16 @@ def test_a_time_measured_on_a_busy_machine_is_used_said_and_never_kept(monkeypat
 
     _fresh(monkeypatch, tmp_path)
     configs = EXPERIMENTS.get("qstr-fig1a")().plan("quick")[:3]
-    monkeypatch.setattr(cost, "_load", lambda: float(os.cpu_count() or 1))
+    monkeypatch.setattr(timing, "_load", lambda: float(os.cpu_count() or 1))
     busy = cost.estimate(configs)
     assert busy["shapes"]["timed"] >= 1 and busy["busy_load"] == float(os.cpu_count() or 1)
     assert "upper bounds, and were not kept" in cost.report("x", busy)
     assert not (tmp_path / cost.CACHE_NAME).exists() or cost._read_cache() == {}
     # a new process on the idle machine: times them again, says nothing of load, keeps them
-    monkeypatch.setattr(cost, "_STEPS", {})
-    monkeypatch.setattr(cost, "_HOW", {})
-    monkeypatch.setattr(cost, "_BUSY", {})
-    monkeypatch.setattr(cost, "_load", lambda: 0.0)
+    monkeypatch.setattr(timing, "_STEPS", {})
+    monkeypatch.setattr(timing, "_HOW", {})
+    monkeypatch.setattr(timing, "_BUSY", {})
+    monkeypatch.setattr(timing, "_load", lambda: 0.0)
     idle = cost.estimate(configs)
     assert idle["shapes"]["timed"] == busy["shapes"]["timed"] and idle["busy_load"] is None
     assert "not kept" not in cost.report("x", idle) and len(cost._read_cache()) == idle["shapes"]["timed"]
@@ -122,7 +122,7 @@ def test_a_step_cost_ignores_the_seed_and_lr_and_a_family_times_only_its_shortes
         {cost.group_key(c) for c in configs})
     timed = []
     real = cost.step_cost
-    monkeypatch.setattr(cost, "step_cost", lambda c: (timed.append(c), real(c))[1])
+    monkeypatch.setattr(timing, "step_cost", lambda c: (timed.append(c), real(c))[1])
     est = cost.estimate(configs, workers=2)
     fams: dict = {}
     for c in configs:
@@ -138,7 +138,7 @@ def test_a_step_cost_ignores_the_seed_and_lr_and_a_family_times_only_its_shortes
     # and no step's FLOPs at its longest length are counted again (kept beside its time)
     from archsep.engine import planning
 
-    monkeypatch.setattr(cost, "_STEPS", {})
+    monkeypatch.setattr(timing, "_STEPS", {})
     monkeypatch.setattr(planning, "_FLOPS", {})
     monkeypatch.setattr(planning, "_OPS", {})
     counted = []
@@ -167,7 +167,7 @@ def test_the_cache_is_used_only_on_the_same_machine_and_code_and_a_damaged_one_i
     for junk in ("{", "[]", '{"fingerprint": 1}', negative):
         (tmp_path / cost.CACHE_NAME).write_text(junk)
         assert cost._read_cache() == {}
-        monkeypatch.setattr(cost, "_STEPS", {})
+        monkeypatch.setattr(timing, "_STEPS", {})
         assert cost.estimate(configs)["shapes"]["timed"] >= 1  # measured again, no error
     assert sorted(p.name for p in tmp_path.iterdir()) == [cost.CACHE_NAME]  # no temporary files left
     monkeypatch.setenv("ARCHSEP_CACHE_DIR", "")  # off
@@ -190,7 +190,7 @@ def test_progress_weights_are_budget_flops_until_a_dry_run_has_timed_every_shape
     for c in configs[:5]:
         assert w[c.run_id] == c.train.budget // c.train.batch_size * step_flops(c)  # nothing timed
     cost.estimate(configs)  # a dry run: every shape timed (and cached)
-    monkeypatch.setattr(cost, "_STEPS", {})  # a new process, the cache file alone
+    monkeypatch.setattr(timing, "_STEPS", {})  # a new process, the cache file alone
     timed = cost.progress_weights(configs)
     again = cost.step_costs(configs, measure=False)  # what the cache gives, timed or extrapolated
     assert again is not None
@@ -232,7 +232,7 @@ def test_a_curriculum_is_priced_stage_by_stage(monkeypatch):
     assert (s4.task_params["N"], s8.task_params["N"], s4.train.curriculum) == (4, 8, ())
     fake = {cost.cost_key(s4): cost.StepCost(1.0, 0.0, 10.0, 1), cost.cost_key(s8): cost.StepCost(2.0, 0.0, 20.0, 1),
             cost.cost_key(c): cost.StepCost(4.0, 0.5, 40.0, 1)}
-    monkeypatch.setattr(cost, "_TRAIN", fake)
+    monkeypatch.setattr(timing, "_TRAIN", fake)
     cpu, _ = cost.run_seconds(c, 100)
     _, examples = cost.evaluations(c, 100)
     assert cpu == 30 * 1.0 + 20 * 2.0 + 50 * 4.0 + examples / cost.CHUNK * 0.5
@@ -278,7 +278,7 @@ def test_a_step_cost_never_counts_the_first_full_step_whose_allocations_inflate_
     # a fast model: TIMED_STEPS later steps, the first never among them
     fast = _FakeSteps([0.2] + [0.01] * 20)
     times = cost.steady_step_times(fast.step, fast.clock)
-    assert len(times) == cost.TIMED_STEPS and all(abs(t - 0.01) < 1e-12 for t in times)
+    assert len(times) == timing.TIMED_STEPS and all(abs(t - 0.01) < 1e-12 for t in times)
     # in between: steps until they took TIMED_S
     mid = _FakeSteps([0.5] + [0.1] * 20)
     assert len(cost.steady_step_times(mid.step, mid.clock)) == 3
@@ -289,7 +289,7 @@ def test_a_dry_run_schedules_the_runs_in_the_order_the_runner_starts_them(monkey
     weights (remaining steps at each shape's step time), runs that go on from a checkpoint first.
     With one worker the runner finishes them in the order it starts them."""
     from archsep.engine.checkpoint import Checkpoints, save
-    from archsep.runs import sweep as sw
+    from archsep.sweeps import file as sw
     from archsep.runs.runner import run_configs
     from sweep_util import tiny_toml
 

@@ -8,8 +8,8 @@ import pytest
 
 from archsep.cli import FLAG_OF, as_flags, main
 from archsep.errors import ArchsepError
-from archsep.runs.store import disk_full, open_store
-from archsep.runs.sweep import load_file
+from archsep.store import disk_full, open_store
+from archsep.sweeps.file import load_file
 
 
 def test_the_cli_names_a_flag_field_by_its_flag_and_leaves_other_errors_as_they_are():

@@ -20,7 +20,7 @@ from archsep.experiments.samples import SampleComplexityExperiment
 from archsep.experiments.size import SizeExperiment, SizeScale, lstm, tf
 from archsep.results import RunResult
 from archsep.experiments import plan
-from archsep.runs.store import DB_NAME, open_store
+from archsep.store import DB_NAME, open_store
 from sweep_util import ARCHSEP, cli, env
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from archsep.cli import main
-from archsep.runs.store import DB_NAME
+from archsep.store import DB_NAME
 from sweep_util import ARCHSEP, cli, env, tiny_toml, write
 
 
@@ -124,7 +124,7 @@ def test_a_full_disk_is_one_line_and_the_store_stays_consistent(tmp_path, size, 
     real = _mount_small_fs(fs, size)
     if not real:
         fs.mkdir(exist_ok=True)
-        import archsep.runs.store as store_mod
+        import archsep.store as store_mod
 
         adds = {"n": 0}
         orig = store_mod.Store.add

@@ -199,7 +199,7 @@ def test_curves_csv_replays_to_what_a_raced_preset_did(tmp_path, monkeypatch):
 
 
 def test_a_dry_run_counts_a_race_as_the_steps_it_can_train_at_most():
-    from archsep.engine.cost import planned_steps
+    from archsep.runs.cost import planned_steps
 
     two = _race(grid=GRID[:2], rungs=(0.25,))  # 80 steps: both to 20, one to 80
     assert [planned_steps(c) for c in two] == [50, 50]

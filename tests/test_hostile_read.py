@@ -19,7 +19,7 @@ import archsep
 from archsep.cli import main
 from archsep.errors import ArchsepError
 from archsep.results import RunResult
-from archsep.runs.store import DB_NAME, open_store, record
+from archsep.store import DB_NAME, open_store, record
 from sweep_util import env
 
 MARKER_MODULE = textwrap.dedent('''
@@ -358,7 +358,7 @@ def test_every_config_archsep_writes_reads_back(tmp_path):
 def test_the_row_check_accepts_every_config_of_every_preset():
     """No false alarm: every run every preset plans, at every scale, as stored, passes."""
     from archsep.experiments import EXPERIMENTS
-    from archsep.runs.store import _dumps, check_config
+    from archsep.store.rows import _dumps, check_config
 
     n = 0
     for name in EXPERIMENTS.names():

@@ -23,7 +23,7 @@ import pytest
 from archsep.fileio import atomic_write, check_component, make_dirs
 from archsep.errors import ArchsepError
 from archsep.results import RunResult
-from archsep.runs.store import DB_NAME, open_store, record
+from archsep.store import DB_NAME, open_store, record
 from sweep_util import env, tiny_toml
 
 ROOT = os.geteuid() == 0

@@ -19,9 +19,9 @@ from archsep.errors import ArchsepError
 from archsep.models import MODELS, make_model_config
 from archsep.models.base import ModelConfig, SeqModel
 from archsep.results import RunResult
-from archsep.runs.store import open_store, record
-from archsep.runs.sweep import parse
-from archsep.runs.sweep_toml import to_toml
+from archsep.store import open_store, record
+from archsep.sweeps.file import parse
+from archsep.sweeps.toml import to_toml
 from archsep.tasks import make_task
 from archsep.tasks.base import TaskSpec
 from archsep.tasks.dyck import dyck_accepts

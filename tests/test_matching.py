@@ -14,7 +14,7 @@ from archsep.config import RunConfig
 from archsep.errors import ArchsepError
 from archsep.models import MODELS
 from archsep.models.matching import match_width, measure, width_field
-from archsep.runs.sweep import load_file, parse
+from archsep.sweeps.file import load_file, parse
 
 SPEC = RunConfig(task="index-lookup", arch="lstm", task_params={"N": 12}).build_task().spec
 SMALL = {"layers": 1}  # keeps every model small enough to build many times

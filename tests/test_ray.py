@@ -8,10 +8,10 @@ from extras import needs
 
 ray = needs("ray")
 
-from archsep.runs import sweep as sw  # noqa: E402
+from archsep.sweeps import file as sw  # noqa: E402
 from archsep.runs.executors import RayExecutor  # noqa: E402
 from archsep.runs.runner import run_configs  # noqa: E402
-from archsep.runs.store import open_store  # noqa: E402
+from archsep.store import open_store  # noqa: E402
 from sweep_util import cli, tiny_toml, write  # noqa: E402
 
 pytestmark = pytest.mark.ray

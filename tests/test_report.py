@@ -14,7 +14,7 @@ from archsep.experiments.base import PRESETS
 from archsep.experiments.samples import Arch, SampleComplexityExperiment, Scale
 from archsep.experiments.report import build
 from archsep.experiments.reproduce import reproduce
-from archsep.runs.store import open_store, record
+from archsep.store import open_store, record
 from archsep.results import RunResult
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"

@@ -127,7 +127,7 @@ class TinyPreset(SizeExperiment):
 
 def test_reproduce_runs_a_size_preset_end_to_end_into_the_store(tmp_path, monkeypatch):
     from archsep.experiments.reproduce import reproduce
-    from archsep.runs.store import open_store
+    from archsep.store import open_store
 
     monkeypatch.setitem(PRESETS._items, "tiny-size", TinyPreset)
     TinyPreset.registry_name = "tiny-size"

@@ -10,7 +10,7 @@ import pytest
 from archsep.analysis.size import analyze_size, size_cells, size_points
 from archsep.errors import ArchsepError
 from archsep.results import RunResult
-from archsep.runs import sweep as sw
+from archsep.sweeps import file as sw
 
 SIZE = '''name = "s"
 seeds = 2
@@ -85,7 +85,7 @@ def test_analyze_reads_a_cells_learning_rates_in_the_order_the_sweep_planned_the
     """Two learning rates tie on validation and steps: the first in the grid wins, whichever
     finished (was committed) first."""
     import archsep
-    from archsep.runs.store import open_store, record
+    from archsep.store import open_store, record
 
     s = sw.parse(SIZE.replace('"model_params.hidden" = [4, 8]', '"model_params.hidden" = [4]')
                  .replace('"task_params.N" = [4, 8]', '"task_params.N" = [4]').replace("seeds = 2", "seeds = 1")

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from archsep.errors import ArchsepError
-from archsep.runs.store import DB_NAME, open_store, record
+from archsep.store import DB_NAME, open_store, record
 from archsep.engine.train import RunResult
 from sweep_util import ARCHSEP, cli, env, tiny_toml, write
 from extras import needs

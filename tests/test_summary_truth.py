@@ -18,9 +18,9 @@ from archsep.experiments import PRESETS
 from archsep.experiments.samples import Arch, SampleComplexityExperiment, Scale
 from archsep.experiments.size import SizeExperiment
 from archsep.experiments import plan
-from archsep.runs import sweep as sw
-from archsep.runs.store import open_store
-from archsep.runs.sweep_toml import flatten_config
+from archsep.sweeps import file as sw
+from archsep.store import open_store
+from archsep.sweeps.toml import flatten_config
 from sweep_util import write
 
 

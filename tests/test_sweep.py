@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from archsep.experiments import plan
-from archsep.runs import sweep as sw
+from archsep.sweeps import file as sw
 from archsep.errors import ArchsepError
 from archsep.runs.executors import plan_batches
 from archsep.runs.runner import run_configs
 from archsep.experiments import PRESETS
-from archsep.runs.store import open_store
+from archsep.store import open_store
 from sweep_util import tiny_toml, write
 
 

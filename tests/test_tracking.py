@@ -1,4 +1,4 @@
-"""Experiment tracking (`archsep.runs.tracking`): real runs of a tiny sweep, mirrored from the
+"""Experiment tracking (`archsep.store.tracking`): real runs of a tiny sweep, mirrored from the
 results store into MLflow and TensorBoard, then read back with each tool's own reader."""
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from archsep import run_configs
 from archsep.config import RunConfig, TrainConfig
 from archsep.errors import ArchsepError
-from archsep.runs.store import open_store
-from archsep.runs import tracking
-from archsep.runs.tracking import Tracker, check_tracker, make_tracker
+from archsep.store import open_store
+from archsep.store import tracking
+from archsep.store.tracking import Tracker, check_tracker, make_tracker
 from extras import needs
 
 # as `check_tracker` does before MLflow is imported: no usage telemetry (the tests import it first)

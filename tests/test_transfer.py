@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from archsep.cli import main
-from archsep.runs import sweep as sw
+from archsep.sweeps import file as sw
 from archsep.runs.runner import run_configs
-from archsep.runs.store import DB_NAME, RESULT_COLUMNS, open_store
+from archsep.store import DB_NAME, RESULT_COLUMNS, open_store
 
 from sweep_util import tiny_toml
 

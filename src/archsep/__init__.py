@@ -43,7 +43,7 @@ from .experiments.reproduce import reproduce
 from .models import MODELS
 from .results import Claim, RunResult, Summary
 from .runs.runner import run_configs
-from .runs.store import open_store
+from .store import open_store
 from .analysis.analyze import analyze
 from .reporting.tables import load, load_results
 from .models.base import ModelConfig, SeqModel

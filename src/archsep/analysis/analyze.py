@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..registry import reading
 from ..results import RunResult
-from ..runs.store import open_store
+from ..store import open_store
 from .grid import analyze_runs
 from .size import analyze_size
 

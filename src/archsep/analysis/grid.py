@@ -13,7 +13,7 @@ import numpy as np
 
 from ..config import RunConfig, arm_of
 from ..results import RunResult
-from ..runs.sweep_toml import flatten_config
+from ..sweeps.toml import flatten_config
 from .stats import fit_exponent, separation, summarize_point
 
 SAMPLES_STATUSES = ("ok", "censored")  # runs whose sample count enters a point and a fit

@@ -9,6 +9,7 @@ from typing import NoReturn
 
 from ..errors import ArchsepError, printable
 from ..fileio import path_arg
+from .args import _axis_values, _labels, _positive_int, add_scale_args, scale_of, split_labels  # noqa: F401
 
 
 class _Parser(argparse.ArgumentParser):
@@ -17,70 +18,6 @@ class _Parser(argparse.ArgumentParser):
         message = re.sub(r"^argument (\S+): \1: ", r"\1: ", message)
         print(f"archsep: error: {printable(message)}", file=sys.stderr)
         raise SystemExit(2)
-
-
-def _positive_int(field: str):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{field}: expected a positive integer, got '{text}'") from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"{field}: expected a positive integer, got '{text}'")
-        return v
-    return parse
-
-
-def split_labels(text: str) -> list[str]:
-    """Comma-separated labels; a comma inside brackets belongs to its label (TF-(1,64))."""
-    out, cur, depth = [], "", 0
-    for ch in text:
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-            continue
-        depth += (ch in "([") - (ch in ")]")
-        cur += ch
-    return [x.strip() for x in out + [cur] if x.strip()]
-
-
-def _labels(field: str):
-    """A comma-separated list of at least one label ('' is an unset shell variable, not 'all')."""
-    def parse(text: str) -> list[str]:
-        out = split_labels(text)
-        if not out:
-            raise argparse.ArgumentTypeError(f"{field}: expected one or more architecture labels (e.g. TF,FFN), "
-                                             f"got {text!r}")
-        return out
-    return parse
-
-
-def _axis_values(text: str) -> list[int]:
-    """A comma-separated list of at least one integer point of a figure's axis (e.g. 1,2)."""
-    parts = [x.strip() for x in text.split(",") if x.strip()]
-    try:
-        out = [int(x) for x in parts]
-    except ValueError:
-        out = []
-    if not out:
-        raise argparse.ArgumentTypeError(f"--at: expected one or more integers (points of the figure's axis, "
-                                         f"e.g. 1,2), got {text!r}")
-    return list(dict.fromkeys(out))
-
-
-def add_scale_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scale", help="quick | full (default) | a preset's other scales, e.g. cpu")
-    p.add_argument("--quick", action="store_true", help="shorthand for --scale quick")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="with a preset: set a field of every run, e.g. train.weight_decay=0.1 (repeatable); "
-                        "seed=S starts the preset's seed list at S (seeds S, S+1, ...); label and the preset's "
-                        "grid axes (e.g. task_params.N) are refused: use --only, or a sweep file")
-
-
-def scale_of(a: argparse.Namespace, default: str = "full") -> str:
-    if a.quick and a.scale not in (None, "quick"):
-        raise ArchsepError(f"--quick: given with --scale {a.scale}; keep one")
-    return "quick" if a.quick else (a.scale or default)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .check import add_parsers as _check_parsers  # check-task, check-model
 
     _check_parsers(sub)
-    from ..constructions.cli import add_parser as _construct_parser  # construct
+    from .construct import add_parser as _construct_parser  # construct
 
     _construct_parser(sub, _positive_int)
     return p
@@ -170,7 +107,7 @@ COMMANDS.update(_SWEEP_COMMANDS)
 from .check import COMMANDS as _CHECK_COMMANDS  # noqa: E402
 
 COMMANDS.update(_CHECK_COMMANDS)
-from ..constructions.cli import cmd_construct  # noqa: E402
+from .construct import cmd_construct  # noqa: E402
 
 COMMANDS["construct"] = cmd_construct
 
@@ -237,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
               "finished runs are saved; use smaller sizes or a machine with more memory", file=sys.stderr)
         return 2
     except sqlite3.OperationalError as e:
-        from ..runs.store import disk_full
+        from ..store import disk_full
 
         if not disk_full(e):
             raise

@@ -25,7 +25,7 @@ def add_parsers(sub, positive_int) -> None:
                    help="worker processes (local) or concurrent tasks (ray); default: CPU cores "
                         "(local: 1 where the runs train on a GPU)")
     s.add_argument("--device", help="auto | cpu | cuda, for every run (not part of a run's identity)")
-    from . import add_scale_args
+    from .args import add_scale_args
 
     add_scale_args(s)
     s.add_argument("--retry-errors", action="store_true", help="run again the runs stored with status error")
@@ -60,8 +60,8 @@ def print_costs(name: str, configs, out, workers: int | None) -> None:
     import os
 
     from ..engine.checkpoint import Checkpoints, saved_steps
-    from ..engine.cost import estimate, report
-    from ..runs.store import DB_NAME, open_store
+    from ..runs.cost import estimate, report
+    from ..store import DB_NAME, open_store
 
     finished: set[str] = set()
     if (Path(out) / DB_NAME).exists():
@@ -88,7 +88,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
     from ..experiments import plan
     from ..runs.runner import launch_runs
-    from . import scale_of
+    from .args import scale_of
 
     launch = launch_of(a)
     s = plan.load(a.spec, scale_of(a), a.device, plan.parse_set(a.set))
@@ -135,7 +135,7 @@ def cmd_status(a: argparse.Namespace) -> int:
     characters escaped."""
     from ..errors import shown
     from ..registry import reading
-    from ..runs.store import open_store
+    from ..store import open_store
 
     with reading(), open_store(a.dir, create=False) as store:
         st = store.status()
@@ -216,7 +216,7 @@ FORMAT_FILES = tuple(f"runs.{f}" for f in FORMATS)
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from ..runs.store import open_store
+    from ..store import open_store
 
     fmt = a.format.lower()
     if fmt not in FORMATS:
@@ -229,7 +229,7 @@ def cmd_export(a: argparse.Namespace) -> int:
     from ..registry import reading
 
     if fmt == "jsonl":
-        from ..runs.transfer import dump_lines
+        from ..store.transfer import dump_lines
 
         with reading(), open_store(a.dir, create=False) as store:
             lines = dump_lines(store)
@@ -261,8 +261,8 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 def cmd_import(a: argparse.Namespace) -> int:
     """Every file is read and checked before the store is opened: a bad line adds nothing."""
-    from ..runs.store import open_store
-    from ..runs.transfer import import_rows, read_rows
+    from ..store import open_store
+    from ..store.transfer import import_rows, read_rows
 
     rows: dict[str, dict] = {}
     for f in a.files:

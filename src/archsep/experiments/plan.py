@@ -11,9 +11,9 @@ from typing import Any
 from ..config import RunConfig, TrainConfig
 from ..errors import ArchsepError
 from ..models import MODELS
-from ..runs.sweep import (MAX_DEPTH, PARAM_TABLES, Sweep, _fields_of, _int_typed, _too_deep, check_label,
+from ..sweeps.file import (MAX_DEPTH, PARAM_TABLES, Sweep, _fields_of, _int_typed, _too_deep, check_label,
                           is_file_spec, load_file)
-from ..runs.sweep_toml import _tv, flatten_config, to_toml
+from ..sweeps.toml import _tv, flatten_config, to_toml
 from ..tasks import TASKS
 from .base import EXPERIMENTS, Experiment
 

@@ -18,7 +18,7 @@ from ..reporting.plots import accuracy_vs_length, size_figures
 from ..reporting.report import (environment, experiment_section, figure_curves, figure_samples, page,
                                 size_section, sweep_section, verdict)
 from ..results import RunResult
-from ..runs.store import Store, open_store
+from ..store import Store, open_store
 from .base import EXPERIMENTS, Experiment
 from .samples import SampleComplexityExperiment
 

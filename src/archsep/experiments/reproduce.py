@@ -12,7 +12,7 @@ from ..results import Summary
 from ..runs.launch import Launch
 from ..runs.executors import default_workers
 from ..runs.runner import launch_runs
-from ..runs.store import DB_NAME, open_store
+from ..store import DB_NAME, open_store
 from ..reporting.tables import write_csv
 from .base import EXPERIMENTS, Experiment, write_json
 from .plan import plan_sweep

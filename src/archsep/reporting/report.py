@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..results import RunResult
-from ..runs.store import Store
+from ..store import Store
 
 SAMPLES_STATUSES = ("ok", "censored")
 
@@ -128,7 +128,7 @@ def environment(rows: list[dict]) -> dict:
     def uniq(k: str) -> str:
         return ", ".join(sorted({str(r.get(k)) for r in rows if r.get(k) is not None})) or "n/a"
 
-    from ..runs.store import versions
+    from ..store.rows import versions
 
     v = versions()
     return {

@@ -59,7 +59,7 @@ def load(out_dir: str | Path):
     import pandas as pd
 
     from ..registry import reading
-    from ..runs.store import open_store
+    from ..store import open_store
 
     with reading(), open_store(out_dir, create=False) as store:
         return pd.DataFrame(export_rows(store))
@@ -68,7 +68,7 @@ def load(out_dir: str | Path):
 def load_results(out_dir: str | Path) -> list:
     """Every run stored in `out_dir` as `RunResult`s (what `analyze` takes)."""
     from ..registry import reading
-    from ..runs.store import open_store
+    from ..store import open_store
 
     with reading(), open_store(out_dir, create=False) as store:
         return store.results()

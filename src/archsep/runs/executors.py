@@ -17,7 +17,7 @@ from typing import Any, Iterator, Sequence
 from ..config import RunConfig, resolve_device
 from ..engine.checkpoint import Checkpoints
 from ..errors import ArchsepError
-from .store import now, record
+from ..store.rows import now, record
 from ..engine.planning import plan_batches, step_flops  # noqa: F401  (plan_batches: re-exported for the runner)
 from ..results import RunResult
 from ..plugins import activate, payload

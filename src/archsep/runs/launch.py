@@ -40,7 +40,7 @@ class Launch:
             resolve_device(self.device)
         threads_for()  # a bad ARCHSEP_THREADS is one line here, not an error in every worker
         if self.log is not None:
-            from .tracking import check_tracker
+            from ..store.tracking import check_tracker
 
             check_tracker(self.log)
             if self.out is None:

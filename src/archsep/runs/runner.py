@@ -17,11 +17,12 @@ from tqdm import tqdm
 from ..config import RunConfig
 from ..engine.planning import check_memory
 from ..errors import ArchsepError
-from ..engine.cost import progress_weights
+from ..runs.cost import progress_weights
 from ..engine.checkpoint import Checkpoints, discard, saved_steps, tidy
 from .executors import checkpoint_every, default_workers, make_executor, plan_batches
 from .launch import Launch
-from .store import Store, disk_full, open_store, result_from_row
+from ..store.db import Store, disk_full, open_store
+from ..store.rows import result_from_row
 from ..results import RunResult
 
 
@@ -86,7 +87,7 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
     store: Store | None = open_store(out_dir) if out_dir is not None else None
     try:
         if log is not None:
-            from .tracking import make_tracker
+            from ..store.tracking import make_tracker
 
             assert out_dir is not None  # Launch.check: a tracker needs an output directory
             tracker = make_tracker(log, out_dir, name=sweep.name if sweep is not None else None)

@@ -1,7 +1,7 @@
 """Writing a sweep file: `to_toml` turns any list of configs (a preset's included) into an
 equivalent sweep file (shared fields in [base], independent axes in [grid], the rest as arms,
 seeds as a list), and `flatten_config` gives a config as dotted keys. Reading one is
-`archsep.runs.sweep`."""
+`archsep.sweeps.file`."""
 from __future__ import annotations
 
 import dataclasses

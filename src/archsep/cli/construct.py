@@ -9,7 +9,7 @@ from ..fileio import default_dir, path_arg
 
 
 def add_parser(sub, positive_int) -> None:
-    from . import CONSTRUCTIONS
+    from ..constructions import CONSTRUCTIONS
 
     c = sub.add_parser("construct", help="check a theoretical construction (hand-set weights, no training)")
     c.add_argument("name", help=f"one of: {', '.join(CONSTRUCTIONS.names())}")
@@ -23,7 +23,7 @@ def add_parser(sub, positive_int) -> None:
 def cmd_construct(a: argparse.Namespace) -> int:
     import torch
 
-    from . import CONSTRUCTIONS, format_table, run_construction
+    from ..constructions import CONSTRUCTIONS, format_table, run_construction
 
     CONSTRUCTIONS.get(a.name)  # unknown name -> one-line error before any work
     if a.threads:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ..config import RunConfig
 from ..errors import ArchsepError, shown
-from .store import RESULT_COLUMNS, Damaged, Store, _bad_constant, check_row
+from .db import Store
+from .rows import RESULT_COLUMNS, Damaged, _bad_constant, check_row
 
 MAX_LINE = 16 << 20  # bytes: a run's curves are kilobytes; a longer line is not a row
 

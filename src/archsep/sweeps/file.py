@@ -27,7 +27,7 @@ The runs are arms x grid x seeds. Every key is checked against the config fields
 one is named with the closest valid key), every value against its type, every axis for being
 a non-empty list, and every run is built (so q > N or lr <= 0 fails here, not mid-sweep).
 
-Writing a sweep file is `archsep.runs.sweep_toml`; a preset becomes a sweep in
+Writing a sweep file is `archsep.sweeps.toml`; a preset becomes a sweep in
 `archsep.experiments.plan`.
 """
 from __future__ import annotations
@@ -41,19 +41,19 @@ import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ..config import RunConfig, TrainConfig
 from ..errors import ArchsepError, closest
 from ..fileio import has_control
 from ..registry import _coerce, init_fields
+from ..store.analysis_table import RUN_KEYS, check_analysis
+from .flat import _describe, _nest
+from .match import Matcher
+
+PARAM_TABLES = ("task_params", "model_params", "train")
 
 TOP_KEYS = ("name", "description", "imports", "seeds", "base", "arms", "grid", "match", "analysis")
-MATCH_KEYS = ("to", "by", "arms", "fields", "tolerance")
-RUN_KEYS = ("task", "arch", "label", "seed", "task_params", "model_params", "train")
-PARAM_TABLES = ("task_params", "model_params", "train")
-ANALYSIS_KEYS = ("x", "separations", "scale", "measure", "width")
-MEASURES = ("samples", "size")  # samples to a threshold against x; accuracy per (arch, width, x) cell
 MAX_RUNS = 100_000  # runs per sweep
 MAX_FILE_BYTES = 2_000_000  # a sweep file's size
 PROGRESS_FROM = 5_000  # plans of this many runs show a progress line while they are built
@@ -205,7 +205,7 @@ def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", devic
     for k, values in axes.items():
         axes[k] = [_check_value(k, v, f"grid.{k}[{i}]", tasks, archs, where) for i, v in enumerate(values)]
 
-    matcher = _Matcher(doc["match"], base, arms, labels, where) if "match" in doc else None
+    matcher = Matcher(doc["match"], base, arms, labels, where) if "match" in doc else None
     configs: list[RunConfig] = []
     seen: dict[str, str] = {}
     keys = list(axes)
@@ -261,119 +261,6 @@ def labels_of(base: dict, arms: list[dict]) -> list:
     return [a.get("label", a.get("arch", base.get("label", base.get("arch")))) for a in arms]
 
 
-class _Matcher:
-    """A sweep's `[match]` table (MAD's iso-parameter / iso-state protocol, models/matching.py):
-
-        [match]
-        to = "TF"                  # the arm every other arm is matched to, at each grid point
-        by = "params"              # or "state": floats carried between positions
-        arms = ["LSTM", "RetNet"]  # optional: the arms to match (default: every arm but `to`)
-        fields = { LSTM = "hidden" }   # optional: the parameter searched (default width, else hidden)
-        tolerance = 0.05           # optional: the largest relative difference accepted
-
-    `to` may also be a count (e.g. 50000). A matched arm's width is chosen per grid point (the
-    counts depend on the task's vocabulary and length); the arm must not set it itself."""
-
-    def __init__(self, doc: Any, base: dict, arms: list[dict], labels: list, where: str):
-        from ..models.matching import BY
-
-        _check_table(doc, "match", MATCH_KEYS, where)
-        self.where, self.base, self.arms, self.labels = where, base, arms, labels
-        to = doc.get("to")
-        self.ref: int | None = None
-        self.target: int | None = None
-        if isinstance(to, str) and to in labels:
-            self.ref = labels.index(to)
-        elif isinstance(to, int) and not isinstance(to, bool) and to >= 1:
-            self.target = to
-        else:
-            raise ArchsepError(f"{where}: match.to: expected an arm's label ({', '.join(map(str, labels))}) "
-                               f"or a count >= 1, got {to!r}")
-        self.by = doc.get("by", "params")
-        if self.by not in BY:
-            raise ArchsepError(f"{where}: match.by: unknown value {self.by!r}{closest(str(self.by), BY)}; "
-                               f"allowed: {', '.join(BY)}")
-        chosen = doc.get("arms", [lab for i, lab in enumerate(labels) if i != self.ref])
-        if not isinstance(chosen, list) or not all(isinstance(c, str) for c in chosen):
-            raise ArchsepError(f"{where}: match.arms: expected a list of arm labels, got {chosen!r}")
-        for c in chosen:
-            if c not in labels or labels.index(c) == self.ref:
-                raise ArchsepError(f"{where}: match.arms: '{c}' is not an arm to match{closest(c, map(str, labels))}; "
-                                   f"arms: {', '.join(str(lab) for i, lab in enumerate(labels) if i != self.ref)}")
-        self.matched_arms = {i for i, lab in enumerate(labels) if lab in chosen}
-        fields = doc.get("fields", {})
-        if not isinstance(fields, dict) or not all(isinstance(v, str) for v in fields.values()):
-            raise ArchsepError(f"{where}: match.fields: expected a table of label = parameter, got {fields!r}")
-        for lab in fields:
-            if lab not in chosen:
-                raise ArchsepError(f"{where}: match.fields.{lab}: not a matched arm; matched: {', '.join(chosen)}")
-        self.fields = fields
-        tol = doc.get("tolerance", 0.05)
-        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
-            raise ArchsepError(f"{where}: match.tolerance: expected a fraction in (0, 1), got {tol!r}")
-        self.tolerance = float(tol)
-        for i in self.matched_arms:  # the arm's own table must not set what the match chooses
-            f = self._field(i)
-            if f"model_params.{f}" in arms[i]:
-                raise ArchsepError(f"{where}: arms[{i}].model_params.{f}: set by [match] (matched to "
-                                   f"{to!r} by {self.by}); remove it")
-        self.cache: dict[str, Any] = {}
-        self.targets: dict[str, int] = {}  # the reference's count per grid point
-        self.found: list[dict] = []
-
-    def _field(self, i: int) -> str:
-        from ..models.matching import width_field
-
-        arch = {**self.base, **self.arms[i]}.get("arch")
-        if self.labels[i] in self.fields:
-            return self.fields[self.labels[i]]
-        try:
-            return width_field(str(arch))
-        except ArchsepError as e:
-            raise ArchsepError(f"{self.where}: match.fields.{self.labels[i]}: {e.detail}") from None
-
-    def _count(self, flat: dict) -> tuple[str, dict, Any]:
-        """(arch, model params, task spec) of a flat run (its seed does not change the spec)."""
-        cfg = RunConfig.from_dict(_nest({**flat, "seed": 0}))
-        return cfg.arch, dict(cfg.model_params), cfg.build_task().spec
-
-    def _reference(self, combo: dict) -> int:
-        """The reference arm's count at this grid point, counted once for every arm matched to it."""
-        from ..models.matching import measure
-
-        key = json.dumps(combo, sort_keys=True, default=str)
-        if key not in self.targets:
-            assert self.ref is not None
-            arch, params, spec = self._count({**self.base, **self.arms[self.ref], **combo})
-            self.targets[key] = measure(arch, params, spec, self.by)
-        return self.targets[key]
-
-    def matched(self, i: int, point: dict, combo: dict) -> dict:
-        if i not in self.matched_arms:
-            return point
-        from ..models.matching import match_width
-
-        f = self._field(i)
-        point = {k: v for k, v in point.items() if k != f"model_params.{f}"}  # base's or the grid's value
-        key = json.dumps([i, point], sort_keys=True, default=str)
-        if key not in self.cache:
-            desc = _describe({**combo, "label": self.labels[i]}, list(combo) + ["label"])
-            try:
-                target = self.target if self.target is not None else self._reference(combo)
-                arch, params, spec = self._count(point)
-                m = match_width(arch, params, spec, target, self.by, f, self.tolerance)
-            except ArchsepError as e:
-                if e.field in ("by", "target"):
-                    key = "by" if e.field == "by" else "to"
-                    raise ArchsepError(f"{self.where}: match.{key}: run {desc}: {e.detail}") from None
-                raise ArchsepError(f"{self.where}: match: run {desc}: {e}") from None
-            self.cache[key] = m
-            self.found.append({"label": self.labels[i], **{k: v for k, v in combo.items()}, "field": f,
-                               "value": m.value, "count": m.count, "target": m.target})
-        return {**point, f"model_params.{f}": self.cache[key].value}
-
-
-# --- validation helpers -------------------------------------------------------------------------
 def _flat_run(table: Any, loc: str, where: str) -> dict[str, Any]:
     """{'task': 'qstr', 'train': {'lr': 1e-3}} -> {'task': 'qstr', 'train.lr': 1e-3}."""
     if not isinstance(table, dict):
@@ -442,43 +329,15 @@ def _seeds(v: Any, where: str) -> list[int] | None:
     raise ArchsepError(f"{where}: seeds: expected a count or a list of seeds, got {v!r}")
 
 
-def _check_table(doc: Any, name: str, keys: tuple[str, ...], where: str) -> None:
-    """A top-level table of known keys: anything else is named with the closest allowed key."""
-    if not isinstance(doc, dict):
-        raise ArchsepError(f"{where}: {name}: expected a table, got {doc!r}")
-    for k in doc:
-        if k not in keys:
-            raise ArchsepError(f"{where}: {name}.{k}: unknown key{closest(k, keys)}; allowed: {', '.join(keys)}")
-
-
 def _analysis(a: Any, where: str) -> dict:
-    _check_table(a, "analysis", ANALYSIS_KEYS, where)
-    x = a.get("x", "task_params.N")
-    if not isinstance(x, str) or x.split(".")[0] not in RUN_KEYS:
-        raise ArchsepError(f"{where}: analysis.x: expected a config field such as \"task_params.N\", got {x!r}")
-    seps = a.get("separations", [])
-    if not isinstance(seps, list) or not all(isinstance(s, list) and len(s) == 2 and all(isinstance(t, str) for t in s)
-                                             for s in seps):
-        raise ArchsepError(f"{where}: analysis.separations: expected pairs of labels like "
-                           f"[[\"TF\", \"FFN\"]], got {seps!r}")
-    for i, (better, worse) in enumerate(seps):
-        if better == worse:
-            raise ArchsepError(f"{where}: analysis.separations[{i}]: a separation compares two different labels, "
-                               f"got {better!r} twice")
-    measure = a.get("measure", "samples")
-    if measure not in MEASURES:
-        raise ArchsepError(f"{where}: analysis.measure: unknown value {measure!r}{closest(str(measure), MEASURES)}; "
-                           f"allowed: {', '.join(MEASURES)}")
-    width = a.get("width")
-    if width is not None and (measure != "size" or not isinstance(width, str)
-                              or not width.startswith("model_params.") or width == "model_params."):
-        raise ArchsepError(f"{where}: analysis.width: with measure = \"size\", the model parameter that is the width, "
-                           f"such as \"model_params.hidden\"; got {width!r}")
-    if measure == "size" and seps:
-        raise ArchsepError(f"{where}: analysis.separations: compare exponents of samples-to-threshold; a size "
-                           "measurement has none (leave them out)")
-    out = {"x": x, "separations": seps}
-    return out if measure == "samples" else {**out, "measure": measure, **({"width": width} if width else {})}
+    """The `[analysis]` table, checked by its one schema (`store.analysis_table`)."""
+    if not isinstance(a, dict):
+        raise ArchsepError(f"{where}: analysis: expected a table, got {a!r}")
+
+    def fail(field: str, why: str) -> NoReturn:
+        raise ArchsepError(f"{where}: {field}: {why}")
+
+    return check_analysis(a, fail)
 
 
 def _values_of(key: str, base: dict, arms: list[dict], axes: dict) -> list[str]:
@@ -551,18 +410,3 @@ def _check_value(key: str, value: Any, loc: str, tasks: list[str], archs: list[s
     if sub == "label" and head == "label":
         check_label(v, f"{where}: {loc}")
     return v
-
-
-def _nest(flat: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in flat.items():
-        head, _, sub = k.partition(".")
-        if sub:
-            out.setdefault(head, {})[sub] = v
-        else:
-            out[k] = v
-    return out
-
-
-def _describe(flat: dict, keys: list[str]) -> str:
-    return "(" + ", ".join(f"{k}={flat[k]!r}" for k in keys if k in flat) + ")"
