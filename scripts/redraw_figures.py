@@ -32,6 +32,7 @@ from pathlib import Path
 from archsep.experiments import PRESETS
 from archsep.experiments.base import write_json
 from archsep.experiments.reproduce import remove_stale_figures
+from archsep.experiments.size import SizeExperiment
 from archsep.fileio import OWNED, atomic_write
 from archsep.reporting.results_page import read_runs
 from archsep.results import Claim, Summary
@@ -99,8 +100,11 @@ def redraw(folder: Path) -> tuple[list[Path], list[Path]]:
     return drawn, remove_stale_figures(folder, drawn)
 
 
-def rewrite_text(folder: Path, drawn: list[Path]) -> None:
-    """summary.txt and summary.json from the committed summary, with the runs' total time."""
+def rewrite_text(folder: Path, drawn: list[Path], claims: bool = False) -> list[tuple[str, str, str]]:
+    """summary.txt and summary.json from the committed summary, with the runs' total time; with
+    `claims`, a size preset's claims made again from its committed cells and baselines by the
+    current code (`SizeExperiment.claims_of`). Returns the claims whose text or verdict changed,
+    as (old verdict, new verdict, new text)."""
     summary = load(folder)
     rows = read_runs(folder)
     walls = [float(r["wall_s"]) for r in rows if r.get("wall_s") not in (None, "")]
@@ -109,6 +113,13 @@ def rewrite_text(folder: Path, drawn: list[Path]) -> None:
     if rows and "run_id" in rows[0]:  # one row per run (a size preset's rows are cells)
         summary.data["n_runs"] = len(rows)
     exp = PRESETS.get(summary.experiment)()
+    changed = []
+    if claims and isinstance(exp, SizeExperiment):
+        old = {(c.text, c.verdict) for c in summary.claims}
+        summary.claims = exp.claims_of(summary.data, summary.scale)
+        was = [c.verdict for c in load(folder).claims]
+        changed = [(was[i] if i < len(was) else "-", c.verdict, c.text) for i, c in enumerate(summary.claims)
+                   if (c.text, c.verdict) not in old]
     old_txt = (folder / "summary.txt").read_text(encoding="utf-8")
     mark = old_txt.split("\n", 1)[0] + "\n" if old_txt.startswith("# ") else ""
     d = summary.to_dict()
@@ -116,11 +127,14 @@ def rewrite_text(folder: Path, drawn: list[Path]) -> None:
         (folder / "summary.json").read_text(encoding="utf-8")).get("figures", [])
     write_json(folder / "summary.json", d)
     atomic_write(folder / "summary.txt", mark + exp.summary_text(summary) + "\n", "out", allow=OWNED)
+    return changed
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--text", action="store_true", help="also write summary.txt and summary.json again")
+    ap.add_argument("--claims", action="store_true",
+                    help="with --text: a size preset's claims made again from its committed cells")
     ap.add_argument("folders", nargs="*", type=Path)
     a = ap.parse_args(argv)
     folders = a.folders or [p for p in sorted(RESULTS.iterdir())
@@ -134,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{folder}: wrote {', '.join(p.name for p in drawn)}"
                       + (f"; removed {', '.join(p.name for p in removed)}" if removed else ""))
             if a.text:
-                rewrite_text(folder, drawn)
+                for was, now, text in rewrite_text(folder, drawn, a.claims):
+                    print(f"{folder}: claim {was} -> {now}: {text}")
                 print(f"{folder}: wrote summary.txt, summary.json")
         except Exception as e:  # noqa: BLE001 - one folder's failure is reported, the others still drawn
             print(f"{folder}: not redrawn: {e}", file=sys.stderr)

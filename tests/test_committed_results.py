@@ -101,3 +101,23 @@ def test_the_bar_fails_a_result_given_two_budgets_two_grids_two_seeds_or_a_claim
                          (claim, "names no control"), (unequal, "not trained alike")):
         found = broken(change)
         assert len(found) >= 1 and any(what in f for f in found), (what, found)
+
+
+@pytest.mark.parametrize("folder", _folders(), ids=lambda p: p.name)
+def test_a_committed_paper_a_summary_states_the_claims_the_current_code_makes_of_its_cells(folder):
+    """The committed claims are what `SizeExperiment.claims_of` says of the committed cells and
+    baselines now: a change to a claim's logic or wording fails here until the committed
+    summaries are made again (`scripts/redraw_figures.py --text --claims`)."""
+    d = json.loads((folder / "summary.json").read_text())
+    exp = PRESETS.get(d["preset"])()
+    now = [(c.text, c.verdict) for c in exp.claims_of(d, d["scale"])]
+    assert now == [(c["text"], c["verdict"]) for c in d["claims"]]
+
+
+def test_the_claims_check_sees_a_changed_verdict():
+    d = json.loads((RESULTS / "dyck-fig2-cpu" / "summary.json").read_text())
+    exp = PRESETS.get("dyck-fig2")()
+    for c in d["cells"]:
+        if c["label"] == "TF-(2,64)" and c["N"] == 100:
+            c["test_acc"] = 0.999  # the Transformer would now clear the depth counter at N = 100
+    assert [c.verdict for c in exp.claims_of(d, "cpu")] != [c["verdict"] for c in d["claims"]]

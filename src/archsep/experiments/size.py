@@ -256,8 +256,6 @@ class SizeExperiment(Experiment):
         lrs = sorted({float(t["lr"]) for t in trains if "lr" in t}) or \
             sorted({lr for a in s.archs for lr in a.lrs or s.lrs})
         baselines = self.baselines(planned)
-        self.best_trivial = {(b["variant"], b["N"]): b["best_acc"] for b in baselines}
-        self.points = {(p["label"], p["N"]): p for p in size_points(cells)}
         data = {"task": self.task, "baselines": baselines, "unequal": s.unequal(),
                 "Ns": sorted({n for r in results if (n := (r.config.get("task_params") or {}).get("N")) is not None})
                 or list(s.Ns),
@@ -267,7 +265,7 @@ class SizeExperiment(Experiment):
                 "test_size": settings["test_size"], "n_cells": len(cells),
                 "n_errors": sum(c["status"] == "error" for c in cells),
                 "n_missing": sum(c["status"] == "missing" for c in cells), "cells": cells, "notes": notes}
-        return Summary(self.registry_name, scale, data, self.claims(accuracy_table(cells), s), results)
+        return Summary(self.registry_name, scale, data, self.claims_of(data, scale), results)
 
     def curves(self, summary: Summary) -> list[dict]:
         """Every run's validation curve, a row per evaluation, with its cell and its place in
@@ -285,6 +283,13 @@ class SizeExperiment(Experiment):
                 rows += [{**head, "step": samples // bs, "budget_steps": cfg.train.budget // bs, "val_acc": 1.0 - err,
                           "status": r.status, "stopped": stop.get("why", "")} for samples, err in r.curve]
         return rows
+
+    def claims_of(self, data: dict, scale: str) -> list[Claim]:
+        """The claims of a summary's own data (its cells and baselines, what summary.json holds):
+        the same claims `analyze` makes, for a committed summary whose store is gone."""
+        self.best_trivial = {(b["variant"], b["N"]): b["best_acc"] for b in data.get("baselines") or []}
+        self.points = {(p["label"], p["N"]): p for p in size_points(data["cells"])}
+        return self.claims(accuracy_table(data["cells"]), self.scale(scale))
 
     def claims(self, table: dict, s: SizeScale) -> list[Claim]:
         """The figure's claims from {label: {(N, width): test accuracy}} at the scale whose
