@@ -1,4 +1,4 @@
-"""RWKV's chunked wkv (models/rwkv.py) against the query-block softmax it replaced, side by side:
+"""RWKV's chunked wkv (models/mixers/rwkv.py) against the query-block softmax it replaced, side by side:
 the per-step time of RWKV-(2,64) on index lookup (fixed length N), batch 64, as the engine trains
 it (readout pruned), with tf-preln-(2,64) timed in the same run as the yardstick the mixer table
 (benchmarks/mixers.py, docs/atlas.md) uses.
@@ -20,7 +20,7 @@ import torch
 from _steps import alternate_steps, time_before_after
 
 from archsep.config import RunConfig
-from archsep.models import rwkv
+from archsep.models.mixers import rwkv
 
 QUERY_BLOCK = 16
 

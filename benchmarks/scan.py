@@ -1,4 +1,4 @@
-"""The compiled selective scan (models/selective_scan.c, 'native') against the chunked PyTorch
+"""The compiled selective scan (models/kernels/selective_scan.c, 'native') against the chunked PyTorch
 scan it replaced as the CPU default, side by side: the per-step time of paper A's Mamba-64 and
 Mamba-256 (one layer, as the presets build them) on index lookup at N = 200 and 400, plus
 LSTM-64 at N = 400 as a control that nothing here touches. One training step = forward,

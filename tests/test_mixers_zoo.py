@@ -1,28 +1,24 @@
-"""gla, mamba2, deltanet, swa, baseconv, rwkv, hyena, h3, based and linear-tf's taylor features
-(both forms): the parallel (training) form equals the step-by-step recurrent form (float32 and
-float64, across chunk boundaries), the chunked kernels equal the recurrences written out as
-loops, Mamba-2's decay matrix is its closed form, sliding-window attention, BaseConv, RWKV's wkv
-and Hyena's operator equal their sums written out, H3's SSM kernel is the impulse response of its
-recurrence, causality, state size by counting the carried state, pruning to the readout, config
-errors, every paper-A classification task, stacking under vmap, and a small learning test
-through the engine."""
+"""gla, mamba2, deltanet, swa, baseconv, rwkv, hyena, h3, based and linear-tf's taylor features:
+the chunked kernels equal the recurrences written out as loops, Mamba-2's decay matrix is its
+closed form, sliding-window attention, BaseConv, RWKV's wkv and Hyena's operator equal their sums
+written out, H3's SSM kernel is the impulse response of its recurrence, the state sizes' values,
+config errors, and a small learning test through the engine. The properties every mixer shares
+(the parallel form equals the step form, causality, state carried, pruning, stacking, the
+contract on every classification task) are in tests/test_model_properties.py, over the registry."""
 import math
 
 import pytest
 import torch
-from mixer_util import (assert_causal, assert_forms_agree, assert_forms_agree_in_float64, assert_pruned_exact,
-                        assert_stack_matches, assert_state_size, build, case_ids, inputs)
+from mixer_util import build, case_ids, inputs
 
 from archsep.config import RunConfig, TrainConfig
 from archsep.engine.train import train_many
 from archsep.errors import ArchsepError
 from archsep.models import make_model_config
-from archsep.models.deltanet import delta_chunked
-from archsep.models.gla import LOG_ALPHA_MIN, GatedLinearAttention, gla_chunked
-from archsep.models.mamba2 import decay_last_row, decay_matrix, ssd_chunked
-from archsep.tasks import TASKS
+from archsep.models.mixers.deltanet import delta_chunked
+from archsep.models.mixers.gla import LOG_ALPHA_MIN, GatedLinearAttention, gla_chunked
+from archsep.models.mixers.mamba2 import decay_last_row, decay_matrix, ssd_chunked
 from archsep.tasks.base import TaskSpec
-from archsep.testing import check_model
 
 # seq_len 40: the chunked forms (chunks of 16; Mamba-2's of 32) are tested within one chunk, at its edge and across
 TOKENS = TaskSpec(input="tokens", input_dim=11, seq_len=40, output_dim=4, readout="last")
@@ -61,20 +57,6 @@ MODELS = [
                "positions": "sinusoidal"}),  # [linear, linear, swa], a window longer than the sequence
 ]
 IDS = case_ids(MODELS)
-
-
-# --- the two forms are one model -----------------------------------------------------------------
-@pytest.mark.parametrize("spec", [TOKENS, VECTORS], ids=["tokens", "vectors"])
-@pytest.mark.parametrize("L, B", [(1, 2), (5, 1), (16, 2), (17, 3), (40, 2)])
-@pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
-def test_parallel_form_equals_recurrent_form(arch, params, L, B, spec):
-    assert_forms_agree(build(arch, params, spec), inputs(spec, B=B, L=L, seed=L), spec.output_dim)
-
-
-@pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
-def test_both_forms_agree_in_float64_with_gradients(arch, params):
-    """Tighter, in float64: outputs to 1e-10 and the recurrent form's gradients equal the parallel's."""
-    assert_forms_agree_in_float64(build(arch, params, VECTORS).double(), inputs(VECTORS, L=35, dtype=torch.float64))
 
 
 # --- the kernels against their recurrences written as loops ----------------------------------------
@@ -174,12 +156,7 @@ def test_mamba2_decay_matrix_is_the_closed_form(shape):
     assert torch.isfinite(D32).all() and (D32.diagonal(dim1=-2, dim2=-1) == 1).all()
 
 
-# --- causality and state --------------------------------------------------------------------------
-@pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
-def test_later_inputs_do_not_change_earlier_outputs(arch, params):
-    assert_causal(build(arch, params, TOKENS), TOKENS, (0, 4, 15, 16, 30))
-
-
+# --- state --------------------------------------------------------------------------------------
 def _taylor_state(W, H, f):
     """S (D x W/H) and z (D) per head, D = 1 + f + f^2 Taylor features of f-wide q and k."""
     return H * (1 + f + f * f) * (W // H + 1)
@@ -209,13 +186,11 @@ def _expected_state(arch, params):
 
 
 @pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
-def test_state_size_counts_the_floats_the_step_carries(arch, params):
-    assert_state_size(build(arch, params, VECTORS), VECTORS, _expected_state(arch, params))
-
-
-@pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
-def test_pruned_to_the_readout_the_last_block_computes_the_last_position_alone(arch, params):
-    assert_pruned_exact(arch, params, TOKENS, VECTORS)
+def test_state_size_is_the_state_each_mixer_carries(arch, params):
+    """The count written out per mixer; that the step form carries this many floats is checked by
+    `check_model` (tests/test_model_properties.py)."""
+    model = build(arch, params, VECTORS)
+    assert model.state_size(6) == model.state_size(10_000) == _expected_state(arch, params)
 
 
 def test_without_learned_positions_the_length_is_unbounded():
@@ -230,7 +205,7 @@ def test_sliding_window_attention_is_softmax_over_the_window_with_rotary_positio
     by RoPE's angles as 2x2 rotations, softmax over the keys t - window < s <= t; and with a
     window as long as the sequence and no rotation, plain causal softmax attention."""
     from archsep.models.attention import ROPE_BASE
-    from archsep.models.swa import LocalAttention
+    from archsep.models.mixers.swa import LocalAttention
 
     B, L, W, H, w = 2, 13, 8, 2, 4
     d = W // H
@@ -270,8 +245,8 @@ def test_based_is_its_two_mixers_in_sequence_written_out():
     outputs written out as sum_{s<=t} K(q_t, k_s) v_s / (sum_{s<=t} K(q_t, k_s) + eps), K = 1 + q·k/sqrt(f)
     + (q·k)^2/(2f), and the window layer's as softmax over its last `window` keys, q and k rotated by RoPE."""
     from archsep.models.attention import rotate
-    from archsep.models.linear_attention import EPS, LinearAttention
-    from archsep.models.swa import LocalAttention
+    from archsep.models.mixers.linear_attention import EPS, LinearAttention
+    from archsep.models.mixers.swa import LocalAttention
 
     B, L, W, H, f, w = 2, 11, 8, 2, 3, 4
     d = W // H
@@ -312,7 +287,7 @@ def test_based_is_its_two_mixers_in_sequence_written_out():
 
 def test_baseconv_is_a_gated_convolution_written_out():
     """Oracle, float64: y_t = g_t * sum_s f_s u'_{t-s}, u' the short convolution of u, both as loops."""
-    from archsep.models.baseconv import GatedConv
+    from archsep.models.mixers.baseconv import GatedConv
 
     B, L, W, K, S = 2, 9, 3, 4, 2
     torch.manual_seed(0)
@@ -328,7 +303,7 @@ def test_baseconv_is_a_gated_convolution_written_out():
 def test_rwkv_wkv_is_its_sums_written_out_and_stable():
     """Oracle, float64: wkv_t = (sum_{i<t} e^{-(t-1-i)w+k_i} v_i + e^{u+k_t} v_t) / (the same
     without v), across chunk boundaries; and both forms stay finite where e^k alone would overflow."""
-    from archsep.models.rwkv import CHUNK, TimeMix, wkv_parallel
+    from archsep.models.mixers.rwkv import CHUNK, TimeMix, wkv_parallel
 
     B, L, W = 2, 2 * CHUNK + 5, 3  # three chunks, the last one short
     g = torch.Generator().manual_seed(0)
@@ -359,7 +334,7 @@ def test_hyena_is_its_convolutions_written_out():
     sequence takes the first taps of the same filters), and with v, x1, x2 the short
     convolutions of the projections, z_t = x1_t * sum_s h1_s v_{t-s}, y_t = x2_t * sum_s h2_s z_{t-s}
     as loops over positions; the module's output is out(y), and its last position alone."""
-    from archsep.models.hyena import BANDS, HyenaOperator
+    from archsep.models.mixers.hyena import BANDS, HyenaOperator
 
     B, L, W, K, S = 2, 11, 3, 6, 2
     torch.manual_seed(0)
@@ -392,7 +367,7 @@ def test_hyena_is_its_convolutions_written_out():
 def test_h3_ssm_kernel_is_the_impulse_response_of_its_recurrence():
     """Oracle, float64: the diagonal SSM stepped from a unit impulse (s_0 = 1, s_l = exp(ΔA) s_{l-1},
     y_l = 2 Re sum_n C'_n s_l, plus D at l = 0) gives the kernel the parallel form convolves with."""
-    from archsep.models.h3 import H3Mixer, ssm_kernel
+    from archsep.models.mixers.h3 import H3Mixer, ssm_kernel
 
     L = 30
     torch.manual_seed(0)
@@ -409,7 +384,7 @@ def test_h3_is_its_heads_written_out():
     """Oracle, float64: per head, o_t[j] = sum_i q_t[i] sum_{l<=t} K_i[l] k'_{t-l}[i] v_{t-l}[j], k'
     the shift convolution of k, as loops over positions and lags; the module's output is out(o),
     and its last position alone; with one channel per head, H3's elementwise q ⊙ SSM(k' ⊙ v)."""
-    from archsep.models.h3 import H3Mixer, ssm_kernel
+    from archsep.models.mixers.h3 import H3Mixer, ssm_kernel
 
     B, L, W, H, S = 2, 9, 6, 2, 3
     d = W // H
@@ -520,34 +495,6 @@ def test_bad_parameters_name_the_field(arch, params, field):
 
 
 # --- with archsep's tasks and engine ---------------------------------------------------------------
-PAPER_A_CLASSIFICATION = [n for n in TASKS.names() if TASKS.get(n).kind == "classification"]
-# every classification task's small parameters: one table, kept beside the retnet helper's test
-from test_retnet_linear import TASK_PARAMS  # noqa: E402
-
-
-@pytest.mark.parametrize("task", PAPER_A_CLASSIFICATION)
-@pytest.mark.parametrize("arch, params", [("gla", {}), ("mamba2", {"d_state": 4}), ("deltanet", {}),
-                                          ("deltanet", {"gated": True})], ids=["gla", "mamba2", "deltanet", "gated"])
-def test_contract_on_every_paper_a_classification_task(arch, params, task):
-    assert task in TASK_PARAMS, f"add small parameters for the new task '{task}' to this test"
-    passed = check_model(arch, task, TASK_PARAMS[task], layers=1, width=16, heads=2, **params)
-    assert f"fits[{task}]" in passed and f"gradients[{task}]" in passed
-
-
-@pytest.mark.parametrize("arch, params", [("gla", {"layers": 1, "width": 8, "heads": 2}),
-                                          ("mamba2", {"layers": 1, "width": 8, "heads": 2, "d_state": 4}),
-                                          ("deltanet", {"layers": 1, "width": 8, "heads": 2, "gated": True}),
-                                          ("hyena", {"layers": 1, "width": 8}),
-                                          ("h3", {"layers": 1, "width": 8, "heads": 2, "d_state": 4}),
-                                          ("based", {"layers": 2, "width": 8, "heads": 2, "feature_dim": 2,
-                                                     "window": 5})])
-def test_models_train_stacked_under_vmap(arch, params):
-    """The engine trains seeds of small models as one vmapped computation: same outputs and gradients."""
-    models = [build(arch, params, TOKENS, seed=s) for s in (0, 1)]
-    xs = [inputs(TOKENS, seed=s) for s in (0, 1)]
-    assert_stack_matches(models, xs)
-
-
 @pytest.mark.parametrize("arch, params", [("gla", {}), ("mamba2", {"d_state": 8}), ("deltanet", {}),
                                           ("deltanet", {"gated": True})], ids=["gla", "mamba2", "deltanet", "gated"])
 def test_each_learns_a_small_index_lookup_through_the_engine(arch, params):

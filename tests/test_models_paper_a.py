@@ -1,16 +1,15 @@
 """Paper-A models and the field's mixers: tf-preln, lstm, rnn, mamba, dss, retnet, linear-tf, gla,
 mamba2, deltanet, swa, baseconv, rwkv, hyena, h3, based. Shapes on token and vector tasks,
-causality, scan equivalence, state size by counting, stacking under vmap, readout pruning for
-every registered model, a small learning test."""
+causality, scan equivalence, state size by counting, readout pruning for every registered
+model, a small learning test (stacking under vmap and the recurrent contract: tests/test_model_properties.py)."""
 import copy
 
 import pytest
 import torch
-from mixer_util import assert_stack_matches
 
 from archsep.errors import ArchsepError
 from archsep.models import MODELS, make_model_config
-from archsep.models.mamba import fused_scan, scan_parallel, scan_sequential
+from archsep.models.kernels import fused_scan, scan_parallel, scan_sequential
 from archsep.tasks.base import TaskSpec
 
 TOKENS = TaskSpec(input="tokens", input_dim=11, seq_len=9, output_dim=4, readout="last")
@@ -153,7 +152,7 @@ def _count_carried(model, spec, L=6, B=2):
     state, outs, sizes = model.init_state(B, dtype=torch.float64), [], set()
     with torch.no_grad():
         for t in range(L):
-            y, state = model.step(x[:, t], state)
+            y, state = model.step(x[:, t], state, t)
             outs.append(y)
             leaves = [v for s in state for v in (s.values() if isinstance(s, dict) else [s])]
             # complex numbers are two floats
@@ -214,22 +213,6 @@ def test_models_keep_their_config(arch, params):
     assert cfg.build(TOKENS).cfg is cfg
 
 
-@pytest.mark.parametrize("arch, params", [
-    ("tf-preln", {"layers": 1, "width": 8, "heads": 2}),
-    ("mamba", {"layers": 1, "width": 4, "d_state": 2}),  # 'auto': fused under vmap, chunked outside
-    ("dss", {"layers": 1, "width": 4, "d_state": 2}),
-    ("lstm", {"hidden": 4}),
-])
-def test_models_train_stacked_under_vmap(arch, params):
-    """The engine trains seeds as one vmapped computation: outputs and gradients must match."""
-    models = []
-    for seed in (0, 1):
-        torch.manual_seed(seed)
-        models.append(make_model_config(arch, **params).build(TOKENS))
-    xs = [inputs(TOKENS, seed=s) for s in (0, 1)]
-    assert_stack_matches(models, xs)
-
-
 def test_one_layer_transformer_learns_to_copy_the_first_token():
     """Classification at the last position: the target is the first token (8 classes)."""
     torch.manual_seed(0)
@@ -274,10 +257,10 @@ def test_bad_parameters_name_the_field(arch, params, field):
 
 
 def test_cuda_kernel_is_never_used_under_vmap():
-    from archsep.models.mamba import _under_vmap
+    from archsep.models.ops import under_vmap
     x = torch.randn(3, 4)
-    assert not _under_vmap(x)
-    assert torch.vmap(lambda t: t.sum() * 0 + float(_under_vmap(t)))(x).tolist() == [1.0, 1.0, 1.0]
+    assert not under_vmap(x)
+    assert torch.vmap(lambda t: t.sum() * 0 + float(under_vmap(t)))(x).tolist() == [1.0, 1.0, 1.0]
 
 
 @pytest.mark.parametrize("arch", MODELS.names())

@@ -1,4 +1,4 @@
-"""The compiled selective scan (models/selective_scan.c, `NativeScan`) against the sequential
+"""The compiled selective scan (models/kernels/selective_scan.c, `NativeScan`) against the sequential
 reference with its skip and gate, (y + D u) * silu(z): values and gradients of all seven inputs
 over shapes (lengths 1.., channel counts that are not a multiple of the vector width), decays
 that underflow, long sequences; 'auto' taking it for float32 on CPU and the chunked scan
@@ -13,9 +13,11 @@ import torch
 import torch.nn.functional as F
 
 from archsep.errors import ArchsepError
-from archsep.models import make_model_config, native
-from archsep.models import mamba as mm
-from archsep.models.mamba import native_scan, scan_sequential, use_scan
+from archsep.models import make_model_config
+from archsep.models import kernels as mm
+from archsep.models import mamba
+from archsep.models.kernels import native, native_scan, scan_sequential
+from archsep.models.mamba import use_scan
 from archsep.tasks.base import TaskSpec
 
 VECTORS = TaskSpec(input="vector", input_dim=3, seq_len=9, output_dim=1, readout="all")
@@ -112,7 +114,7 @@ def test_auto_takes_native_for_float32_on_cpu_and_chunked_otherwise(monkeypatch)
     assert calls == {"native": 2, "chunked": 0}
     model.double()(torch.randn(3, 9, 3, dtype=torch.float64))
     assert calls == {"native": 2, "chunked": 2}
-    monkeypatch.setattr(mm, "native_available", lambda: False)  # no compiler: the chunked scan
+    monkeypatch.setattr(mamba, "native_available", lambda: False)  # no compiler: the chunked scan
     model.float()(torch.randn(3, 9, 3))
     assert calls == {"native": 2, "chunked": 4}
 

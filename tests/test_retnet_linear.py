@@ -1,20 +1,19 @@
-"""retnet and linear-tf: the parallel (training) form equals the step-by-step recurrent form,
-retention's decay matrix is its closed form, causality, state size by counting the carried
-state, pruning to the readout, config errors, every paper-A classification task, stacking under vmap, and a small
-learning test through the engine."""
+"""retnet and linear-tf: retention's decays and decay matrix are their closed forms, its parallel
+form is the masked product, linear attention's Taylor features, the state sizes' values, the
+length bound of learned positions, config errors, and a small learning test through the engine.
+The properties every mixer shares (the parallel form equals the step form, causality, state
+carried, pruning, stacking, the contract on every classification task) are in
+tests/test_model_properties.py, over the registry."""
 import pytest
 import torch
-from mixer_util import (assert_causal, assert_forms_agree, assert_forms_agree_in_float64, assert_pruned_exact,
-                        assert_stack_matches, assert_state_size, build, case_ids, inputs)
+from mixer_util import build, case_ids, inputs
 
 from archsep.config import RunConfig, TrainConfig
 from archsep.engine.train import train_many
 from archsep.errors import ArchsepError
 from archsep.models import make_model_config
-from archsep.models.retnet import Retention, decay_gammas
-from archsep.tasks import TASKS
+from archsep.models.mixers.retnet import Retention, decay_gammas
 from archsep.tasks.base import TaskSpec
-from archsep.testing import check_model
 
 TOKENS = TaskSpec(input="tokens", input_dim=11, seq_len=13, output_dim=4, readout="last")
 VECTORS = TaskSpec(input="vector", input_dim=3, seq_len=13, output_dim=2, readout="all")
@@ -32,20 +31,6 @@ MODELS = [
     ("linear-tf", {"layers": 1, "width": 12, "heads": 3, "feature": "taylor", "feature_dim": 2, "positions": "none"}),
 ]
 IDS = case_ids(MODELS)
-
-
-# --- the two forms are one model -----------------------------------------------------------------
-@pytest.mark.parametrize("spec", [TOKENS, VECTORS], ids=["tokens", "vectors"])
-@pytest.mark.parametrize("L, B", [(1, 2), (5, 1), (13, 3)])
-@pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
-def test_parallel_form_equals_recurrent_form(arch, params, L, B, spec):
-    assert_forms_agree(build(arch, params, spec), inputs(spec, B=B, L=L, seed=L), spec.output_dim)
-
-
-@pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
-def test_both_forms_agree_in_float64_with_gradients(arch, params):
-    """Tighter, in float64: outputs to 1e-10 and the recurrent form's gradients equal the parallel's."""
-    assert_forms_agree_in_float64(build(arch, params, VECTORS).double(), inputs(VECTORS, L=9, dtype=torch.float64))
 
 
 # --- retention ----------------------------------------------------------------------------------
@@ -88,7 +73,7 @@ def test_retention_parallel_form_is_the_masked_product():
 def test_taylor_features_give_the_second_order_expansion_of_exp(d):
     """float64: phi(q)·phi(k) = 1 + s + s^2/2 with s = q·k/sqrt(d), for D = 1 + d + d^2 features,
     and the parallel form's closed-form kernel of q·k is the same number."""
-    from archsep.models.linear_attention import feature_count, taylor, taylor_kernel
+    from archsep.models.mixers.linear_attention import feature_count, taylor, taylor_kernel
 
     g = torch.Generator().manual_seed(d)
     q, k = (torch.randn(3, 7, d, generator=g, dtype=torch.float64) * 2 for _ in range(2))
@@ -104,7 +89,7 @@ def test_taylor_features_give_the_second_order_expansion_of_exp(d):
 def test_taylor_linear_attention_is_normalised_kernel_attention_written_out():
     """Oracle, float64: with q, k projected to feature_dim f per head, each position's output is
     sum_{s<=t} K(q_t, k_s) v_s / (sum_{s<=t} K(q_t, k_s) + eps), K = 1 + q·k/sqrt(f) + (q·k)^2/(2f), as a loop."""
-    from archsep.models.linear_attention import EPS, LinearAttention
+    from archsep.models.mixers.linear_attention import EPS, LinearAttention
 
     B, L, W, H, f = 2, 7, 8, 2, 3
     torch.manual_seed(0)
@@ -123,26 +108,18 @@ def test_taylor_linear_attention_is_normalised_kernel_attention_written_out():
     torch.testing.assert_close(att(h, last_only=True), att.proj(want.flatten(2))[:, -1:], rtol=0, atol=1e-10)
 
 
-# --- causality and state --------------------------------------------------------------------------
+# --- state and length -----------------------------------------------------------------------------
 @pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
-def test_later_inputs_do_not_change_earlier_outputs(arch, params):
-    assert_causal(build(arch, params, TOKENS), TOKENS, (0, 4, 11))
-
-
-@pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
-def test_state_size_counts_the_floats_the_step_carries(arch, params):
+def test_state_size_is_the_state_each_mixer_carries(arch, params):
+    """The count written out; that the step form carries this many floats is checked by `check_model`."""
     W, H, layers = params["width"], params["heads"], params["layers"]
     if params.get("feature") == "taylor":  # S (D x W/H) and z (D) per head, D = 1 + f + f^2 Taylor features
         f = params.get("feature_dim", W // H)
         per_layer = H * (1 + f + f * f) * (W // H + 1)
     else:
         per_layer = W * W // H + (W if arch == "linear-tf" else 0)  # S per head (and z for linear-tf)
-    assert_state_size(build(arch, params, VECTORS), VECTORS, layers * per_layer)
-
-
-@pytest.mark.parametrize("arch, params", MODELS, ids=IDS)
-def test_pruned_to_the_readout_the_last_block_computes_the_last_position_alone(arch, params):
-    assert_pruned_exact(arch, params, TOKENS, VECTORS)
+    model = build(arch, params, VECTORS)
+    assert model.state_size(6) == model.state_size(10_000) == layers * per_layer
 
 
 def test_learned_positions_bound_the_length_others_do_not():
@@ -189,37 +166,6 @@ def test_rotation_off_allows_an_odd_head_width():
 
 
 # --- with archsep's tasks and engine ---------------------------------------------------------------
-PAPER_A_CLASSIFICATION = [n for n in TASKS.names() if TASKS.get(n).kind == "classification"]
-TASK_PARAMS = {"dyck": {"N": 8}, "equality": {"N": 8}, "index-lookup": {"N": 6, "vocab": 6},
-               "nearest-neighbour": {"N": 8, "d": 4},
-               # the field's token tasks (docs/token_tasks.md), at their docstring examples' sizes
-               "mqar": {"N": 16, "vocab": 16, "pairs": 4}, "in-context-recall": {"N": 12, "vocab": 16},
-               "noisy-recall": {"N": 12, "vocab": 32, "noise_vocab": 16},
-               "fuzzy-recall": {"N": 17, "vocab": 16, "key_len": 2, "value_len": 2},
-               "selective-copying": {"N": 12, "vocab": 16, "tokens": 3}, "compression": {"N": 5, "vocab": 16},
-               "memorization": {"N": 8, "vocab": 16}}
-TASK_PARAMS.update({  # the formal-language tasks (Deletang et al. 2023)
-    "parity": {"N": 6}, "even-pairs": {"N": 6}, "modular-arithmetic": {"N": 5}, "reverse-string": {"N": 4},
-    "duplicate-string": {"N": 4}, "stack-manipulation": {"N": 4}})
-
-
-@pytest.mark.parametrize("task", PAPER_A_CLASSIFICATION)
-@pytest.mark.parametrize("arch", ["retnet", "linear-tf"])
-def test_contract_on_every_paper_a_classification_task(arch, task):
-    assert task in TASK_PARAMS, f"add small parameters for the new task '{task}' to this test"
-    passed = check_model(arch, task, TASK_PARAMS[task], layers=1, width=16, heads=2)
-    assert f"fits[{task}]" in passed and f"gradients[{task}]" in passed
-
-
-@pytest.mark.parametrize("arch, params", [("retnet", {"layers": 1, "width": 8, "heads": 2}),
-                                          ("linear-tf", {"layers": 1, "width": 8, "heads": 2})])
-def test_models_train_stacked_under_vmap(arch, params):
-    """The engine trains seeds of small models as one vmapped computation: same outputs and gradients."""
-    models = [build(arch, params, TOKENS, seed=s) for s in (0, 1)]
-    xs = [inputs(TOKENS, seed=s) for s in (0, 1)]
-    assert_stack_matches(models, xs)
-
-
 def test_both_learn_a_small_index_lookup_through_the_engine():
     """Index lookup at N=8 over 8 symbols (chance 1/8): each reaches error < 0.5 within 300 steps
     (~3 s each on one thread; linear-tf has learned positions, retnet only its decay and rotation)."""

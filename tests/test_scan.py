@@ -1,4 +1,4 @@
-"""The chunked selective scan (models/mamba.py, `ChunkedScan`) against the sequential reference:
+"""The chunked selective scan (models/kernels/selective_scan.py, `ChunkedScan`) against the sequential reference:
 values and gradients for many chunk sizes, lengths, shapes and dtypes; stability where decays
 underflow; what it keeps for the backward pass; the `use_scan` switch; the models that use it."""
 import copy
@@ -9,8 +9,9 @@ from mixer_util import assert_stack_matches
 
 from archsep.errors import ArchsepError
 from archsep.models import make_model_config
-from archsep.models import mamba as mm
-from archsep.models.mamba import chunked_scan, default_chunk, scan_sequential, use_scan
+from archsep.models import kernels, mamba
+from archsep.models.kernels import MAX_CHUNK, ChunkedScan, chunked_scan, default_chunk, scan_sequential
+from archsep.models.mamba import use_scan
 from archsep.tasks.base import TaskSpec
 
 TOKENS = TaskSpec(input="tokens", input_dim=11, seq_len=9, output_dim=4, readout="last")
@@ -104,9 +105,9 @@ def test_chunked_keeps_no_full_size_tensor_for_backward():
 
 
 def test_chunk_sizes_and_bad_chunks():
-    assert default_chunk(64, 128, 16) == mm.MAX_CHUNK  # Mamba-64, batch 64
+    assert default_chunk(64, 128, 16) == MAX_CHUNK  # Mamba-64, batch 64
     assert default_chunk(64, 1024, 16) == 1  # Mamba-512: one position per chunk keeps 2^20
-    assert 1 <= default_chunk(1, 1, 1) <= mm.MAX_CHUNK
+    assert 1 <= default_chunk(1, 1, 1) <= MAX_CHUNK
     args = scan_inputs()
     for bad in (0, -3, 2.5, "4"):
         with pytest.raises(ArchsepError, match="chunk") as e:
@@ -115,10 +116,10 @@ def test_chunk_sizes_and_bad_chunks():
 
 
 def test_auto_runs_the_chunked_scan_on_cpu_without_the_compiled_one(monkeypatch):
-    monkeypatch.setattr(mm, "native_available", lambda: False)  # no C compiler (tests/test_native_scan.py)
+    monkeypatch.setattr(mamba, "native_available", lambda: False)  # no C compiler (tests/test_native_scan.py)
     calls = []
-    real = mm.ChunkedScan.apply
-    monkeypatch.setattr(mm.ChunkedScan, "apply", lambda *a: calls.append(a[0].shape) or real(*a))
+    real = ChunkedScan.apply
+    monkeypatch.setattr(ChunkedScan, "apply", lambda *a: calls.append(a[0].shape) or real(*a))
     model = make_model_config("mamba", layers=2, width=8, d_state=4).build(TOKENS)
     model(torch.randint(0, 11, (3, 9)))
     assert calls == [(3, 9, 16), (3, 9, 16)]  # both layers, inner width expand * width
@@ -131,7 +132,7 @@ def test_auto_runs_the_chunked_scan_on_cpu_without_the_compiled_one(monkeypatch)
     ("chunked", torch.float64, 1e-10), ("chunked", torch.float32, 1e-5),
     # the compiled scan (tests/test_native_scan.py fails where a compiler is but it did not build)
     pytest.param("native", torch.float32, 1e-5,
-                 marks=pytest.mark.skipif(not mm.native_available(), reason="no compiled scan here"))])
+                 marks=pytest.mark.skipif(not kernels.native_available(), reason="no compiled scan here"))])
 def test_mamba_model_equals_sequential_end_to_end(scan, dtype, atol):
     torch.manual_seed(0)
     ref = make_model_config("mamba", layers=2, width=8, d_state=4).build(VECTORS).to(dtype)

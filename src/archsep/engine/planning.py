@@ -107,7 +107,7 @@ def _count_step(cfg: RunConfig, longest: bool = False) -> tuple[float, int]:
     # count the attention written out: the same arithmetic as the fused kernel, for which torch's
     # counter has no formula on a CPU (it would count nothing, and plans would change with it)
     use_attention(model, "explicit")
-    # and the selective scan as the chunked PyTorch form: the compiled one (models/native.py) is
+    # and the selective scan as the chunked PyTorch form: the compiled one (models/kernels/native.py) is
     # invisible to the counter, and a plan must not depend on whether it compiled here
     use_scan(model, "chunked")
     batch = (task.sample_test if longest else task.sample)(cfg.train.batch_size, torch.Generator().manual_seed(0))

@@ -19,16 +19,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import check
+from .ops import under_vmap
 
 IMPLS = ("fused", "explicit")
-
-
-def under_vmap(t: torch.Tensor) -> bool:
-    """Whether `t` is a tensor seen inside `vmap` (the stacked path of the engine)."""
-    try:
-        return bool(torch._C._functorch.is_batchedtensor(t))
-    except AttributeError:  # private API moved: take the path that vmaps natively
-        return True
 
 
 def weights(q: torch.Tensor, k: torch.Tensor, *, causal: bool, scale: float | None = None,

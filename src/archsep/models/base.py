@@ -3,12 +3,20 @@ per-position outputs (B, L, output_dim), so every task runs on every model.
 
 A model is declared by a frozen config dataclass (typed, rejects unknown keys) whose `build`
 makes the `nn.Module` for a task's `TaskSpec`.
+
+A model that can also run one position at a time (a recurrent model: an SSM, a linear-attention
+or other stack mixer) says so by implementing the recurrent contract of `SeqModel`:
+`init_state(batch)`, `step(x_t, state, t)`, and gets `recurrent(x)`, the step form run over a
+whole sequence, which must equal `forward(x)` (`archsep.testing.check_model` checks it, with
+gradients, and that the model is causal).
 """
 from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import ClassVar
+from typing import Any, ClassVar
+
+import torch
 
 from torch import nn
 
@@ -56,6 +64,42 @@ class SeqModel(nn.Module):
         For an attention model this is a KV cache that grows with the length, reported by
         `cache_size` instead."""
         return None
+
+    # --- the recurrent contract: implemented by models with a step form ---------------------------
+    def has_step(self) -> bool:
+        """Whether the model has a step form: its class implements `step` (and `init_state`)."""
+        return type(self).step is not SeqModel.step
+
+    def is_causal(self) -> bool:
+        """Whether output t depends on inputs 0..t alone. A model with a step form is causal (its
+        output at t is computed from the state after t positions); a causal model without one may
+        say so by overriding this, and `check_model` then checks it too."""
+        return self.has_step()
+
+    def init_state(self, batch: int, device: torch.device | str | None = None,
+                   dtype: torch.dtype | None = None) -> Any:
+        """The state before position 0 for `batch` sequences: any structure of tensors (e.g. a
+        list of per-layer dicts), each with the batch first. `dtype` is the parameters' float
+        dtype (None: the default), so that float64 checks run in float64 throughout."""
+        raise NotImplementedError(f"{type(self).__name__} has no step form")
+
+    def step(self, x_t: torch.Tensor, state: Any, t: int) -> tuple[torch.Tensor, Any]:
+        """Position t: input x_t, (B,) token ids or (B, D) vectors, and the state after t positions
+        -> (the output at t, (B, output_dim); the state after t+1 positions). t is passed in (for
+        positions and rotations), never carried as floats in the state."""
+        raise NotImplementedError(f"{type(self).__name__} has no step form")
+
+    def recurrent(self, x: torch.Tensor) -> torch.Tensor:
+        """The step form over a whole sequence: x (B, L) or (B, L, D) -> (B, L, output_dim), the same
+        numbers as the unpruned `forward(x)` to rounding."""
+        p = next((p for p in self.parameters() if p.is_floating_point()), None)
+        dtype = p.dtype if p is not None else torch.get_default_dtype()
+        state = self.init_state(x.shape[0], x.device, dtype)
+        outs = []
+        for t in range(x.shape[1]):
+            y, state = self.step(x[:, t], state, t)  # (B, C)
+            outs.append(y)
+        return torch.stack(outs, 1)  # (B, L, C)
 
 
 def input_layer(spec: TaskSpec, width: int | None) -> nn.Module:

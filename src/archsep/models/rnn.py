@@ -103,6 +103,9 @@ class RNN(SeqModel):
             outs.append(h.flip(0) if d else h)
         return torch.cat(outs, -1).transpose(0, 1)        # (B, L, dirs*H)
 
+    def is_causal(self) -> bool:
+        return self.dirs == 1  # a bidirectional network reads the future
+
     def state_size(self, seq_len: int) -> int:
         # per direction and layer: h (and c for the LSTM)
         return self.layers * self.dirs * self.hidden * (2 if self.cell == "lstm" else 1)

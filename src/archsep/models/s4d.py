@@ -22,6 +22,7 @@ from torch import nn
 from ..errors import check
 from ..tasks.base import TaskSpec
 from .base import ModelConfig, SeqModel, input_layer
+from .ops import fft_conv
 from .registry import MODELS
 
 _MODES = ("fft", "sequential")
@@ -63,13 +64,13 @@ class S4DKernel(nn.Module):
                 ys.append(2 * (C * s).sum(-1).real)
             return torch.stack(ys, 1) + self.D * u
         k = self.kernel(L)
-        n = 2 * L  # zero-padding to 2L makes the circular FFT convolution a causal linear one
-        y = torch.fft.irfft(torch.fft.rfft(u.transpose(1, 2), n) * torch.fft.rfft(k, n), n)[..., :L]
+        y = fft_conv(u.transpose(1, 2), k)  # (B, width, L)
         return y.transpose(1, 2) + self.D * u
 
-    def step(self, u_t: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        dtA, C = self.discrete()
-        s = torch.exp(dtA) * s + u_t[..., None]
+    def step(self, u_t: torch.Tensor, s: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Position t (unused: LTI): u_t (B, width), s (B, width, N) complex -> y_t (B, width), new s."""
+        dtA, C = self.discrete()  # (width, N) complex each
+        s = torch.exp(dtA) * s + u_t[..., None]  # (B, width, N)
         return 2 * (C * s).sum(-1).real + self.D * u_t, s
 
 
@@ -87,21 +88,23 @@ class S4D(SeqModel):
         self.layers, self.width, self.d_state = layers, width, d_state
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.embed(x)
+        h = self.embed(x)  # (B, L, W)
         for norm, ssm, out in zip(self.norms, self.ssms, self.outs):
-            h = h + out(F.gelu(ssm(norm(h))))
-        return self.head(self.norm_f(h))
+            h = h + out(F.gelu(ssm(norm(h))))  # (B, L, W)
+        return self.head(self.norm_f(h))  # (B, L, C)
 
-    def init_state(self, batch: int, device=None, dtype=torch.float32) -> list[torch.Tensor]:
+    def init_state(self, batch: int, device=None, dtype=None) -> list[torch.Tensor]:
+        """Per layer (B, W, d_state) complex zeros: complex128 for float64, else complex64."""
         cdtype = torch.complex128 if dtype == torch.float64 else torch.complex64
         return [torch.zeros(batch, self.width, self.d_state, dtype=cdtype, device=device)
                 for _ in range(self.layers)]
 
-    def step(self, x_t: torch.Tensor, state: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        h, new = self.embed(x_t), []
+    def step(self, x_t: torch.Tensor, state: list[torch.Tensor], t: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Position t: input (B,) tokens or (B, D) vectors -> (B, output_dim), the new state."""
+        h, new = self.embed(x_t), []  # (B, W)
         for norm, ssm, out, s in zip(self.norms, self.ssms, self.outs, state):
-            y, s = ssm.step(norm(h), s)  # type: ignore[operator]
-            h = h + out(F.gelu(y))
+            y, s = ssm.step(norm(h), s, t)  # type: ignore[operator]
+            h = h + out(F.gelu(y))  # (B, W)
             new.append(s)
         return self.head(self.norm_f(h)), new
 

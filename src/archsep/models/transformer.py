@@ -4,7 +4,6 @@ readout at every position (the task picks the query position). Causal or bidirec
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -16,22 +15,13 @@ from ..tasks.base import TaskSpec
 from .attention import alibi_bias, attend, rotate
 from .attention import weights as attention_weights
 from .base import ModelConfig, SeqModel, input_layer
+from .ops import sinusoidal_positions
 from .registry import MODELS
 
 _POSITIONS = ("learned", "sinusoidal", "none", "rope", "alibi")
 _POOLS = ("none", "mean")
 _MLPS = ("gelu", "swiglu")
 _LATER = {"mlp": "gelu"}  # fields added after runs were stored: in a run's identity only when set
-
-
-def sinusoidal_positions(length: int, width: int) -> torch.Tensor:
-    """The fixed sin/cos codes of Vaswani et al., (length, width); odd widths drop the last cos."""
-    pos = torch.arange(length, dtype=torch.float32)[:, None]
-    freq = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))
-    pe = torch.zeros(length, width)
-    pe[:, 0::2] = torch.sin(pos * freq)
-    pe[:, 1::2] = torch.cos(pos * freq)[:, : width // 2]
-    return pe
 
 
 class SelfAttention(nn.Module):
@@ -145,6 +135,9 @@ class PreLNTransformer(SeqModel):
         and the output is (B, 1, C). Exact: the same numbers as the last position of the full
         output, to rounding."""
         self.readout_only = self.readout_last
+
+    def is_causal(self) -> bool:
+        return self.causal  # a causal mask (and a running mean for pool 'mean'); no step form (KV cache)
 
     def _embed(self, x: torch.Tensor) -> torch.Tensor:
         """Embeddings plus absolute positions. Learned positions end at the task's seq_len;

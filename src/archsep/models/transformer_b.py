@@ -19,8 +19,9 @@ from torch import nn
 
 from ..errors import check
 from ..tasks.base import TaskSpec
-from .attention import attend, under_vmap
+from .attention import attend
 from .base import ModelConfig, SeqModel, input_layer
+from .ops import under_vmap
 from .registry import MODELS
 
 

@@ -1,6 +1,6 @@
 """BaseConv (Arora et al. 2023, "Zoology"): a gated long convolution, the simplest of the
 attention-free mixers that Zoology measures on associative recall, in the pre-LN block stack of
-`retnet` (models/mixer_stack.py).
+`retnet` (models/mixers/stack.py).
 
 Per channel c of the width, with u = h W_u and g = h W_g (linear maps of the block's input):
     y_t = g_t * sum_{s=0}^{min(t, K-1)} f_s u_{t-s}            (then a linear projection)
@@ -18,21 +18,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check
-from ..tasks.base import TaskSpec
-from .base import ModelConfig
-from .mixer_stack import Mixer, MixerStack, check_positions, check_widths
-from .registry import MODELS
-
-
-def causal_conv(x: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
-    """x (B, L, W), taps (W, K) -> (B, L, W): y_t = sum_{s<K} taps[:, s] * x_{t-s} (zero before 0)."""
-    K = taps.shape[1]
-    y = F.conv1d(F.pad(x.transpose(1, 2), (K - 1, 0)), taps.flip(-1)[:, None], groups=x.shape[-1])  # (B, W, L)
-    return y.transpose(1, 2)
+from ...errors import check
+from ...tasks.base import TaskSpec
+from ..base import ModelConfig
+from ..ops import causal_conv
+from .stack import Mixer, MixerStack, check_positions, check_widths
+from ..registry import MODELS
 
 
 def check_conv(cfg: typing.Any) -> None:

@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..fileio import cache_root
+from ...fileio import cache_root
 
 SCAN_SOURCE = Path(__file__).with_name("selective_scan.c")
 FLAGS = ("-O3", "-fopenmp-simd", "-fPIC", "-shared")

@@ -1,7 +1,7 @@
 """DeltaNet (Schlag et al. 2021, "Linear Transformers Are Secretly Fast Weight Programmers";
 Yang et al. 2024, "Parallelizing Linear Transformers with the Delta Rule over Sequence Length")
 and Gated DeltaNet (Yang et al. 2024, "Gated Delta Networks") in the pre-LN block stack of
-`retnet` (models/mixer_stack.py).
+`retnet` (models/mixers/stack.py).
 
 Per head (of H, d = width/H), with k_t and q_t L2-normalised, v_t, a writing strength
 beta_t = sigmoid(x_t w_beta) and (gated form) a decay alpha_t = exp(-softplus(x_t w_alpha + b)
@@ -41,11 +41,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check
-from ..tasks.base import TaskSpec
-from .base import ModelConfig
-from .mixer_stack import Mixer, MixerStack, check_positions, check_stack
-from .registry import MODELS
+from ...errors import check
+from ...tasks.base import TaskSpec
+from ..base import ModelConfig
+from ..ops import gated_output
+from .stack import Mixer, MixerStack, check_positions, check_stack
+from ..registry import MODELS
 
 CHUNK = 16
 
@@ -110,10 +111,8 @@ class DeltaRule(Mixer):
             log_a = h.new_zeros(h.shape[:2] + (self.heads,))
         return q, k, heads(v), beta, log_a.transpose(1, 2)
 
-    def _output(self, h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """(swish(h W_G) ⊙ GroupNorm(y)) W_O for h, y (..., W): the norm is per position."""
-        y = self.norm(y.reshape(-1, y.shape[-1])).view_as(y)
-        return self.out(F.silu(self.gate(h)) * y)
+    def _output(self, h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # h, y (..., W) -> (..., W)
+        return gated_output(self.gate, self.norm, self.out, h, y)
 
     def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
         q, k, v, beta, log_a = self._project(h)  # (B, H, L, d) x3, (B, H, L) x2

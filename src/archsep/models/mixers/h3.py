@@ -1,6 +1,6 @@
 """H3 (Fu et al. 2023, "Hungry Hungry Hippos"): a shift SSM on the keys and a diagonal SSM on
 their products with the values, read by the queries, in the pre-LN block stack of `retnet`
-(models/mixer_stack.py); the paper's multi-head form.
+(models/mixers/stack.py); the paper's multi-head form.
 
 With q, k, v linear maps of the block's input, split into H = `heads` heads of d = width/H
 channels, per head (i, j < d index its channels):
@@ -32,14 +32,13 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ..errors import check
-from ..tasks.base import TaskSpec
-from .base import ModelConfig
-from .baseconv import causal_conv
-from .hyena import fft_conv
-from .mixer_stack import Mixer, MixerStack, check_positions, check_stack
-from .registry import MODELS
-from .s4d import S4DKernel
+from ...errors import check
+from ...tasks.base import TaskSpec
+from ..base import ModelConfig
+from ..ops import causal_conv, fft_conv
+from .stack import Mixer, MixerStack, check_positions, check_stack
+from ..registry import MODELS
+from ..s4d import S4DKernel
 
 
 def ssm_kernel(ssm: S4DKernel, L: int) -> torch.Tensor:

@@ -7,8 +7,8 @@ The token mixer is causal and has two forms that compute the same outputs:
 - the parallel (training) form, `mixer(h)` on a whole (B, L, W) sequence;
 - the recurrent form, `mixer.step(h_t, state, t)` on one position from a fixed-size state.
 
-`MixerStack.step` runs the whole model one position at a time (`recurrent` loops it over a
-sequence); its state is a list of per-layer dicts of tensors, whose floats per sequence are
+`MixerStack.step` runs the whole model one position at a time (`SeqModel.recurrent` loops it
+over a sequence); its state is a list of per-layer dicts of tensors, whose floats per sequence are
 `state_size` (the position index t is an integer, passed in, not carried as floats).
 `prune_to_readout` (as for `tf-preln`): for a task read at the last position, the last block
 computes the last query alone.
@@ -21,10 +21,10 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from ..errors import ArchsepError, check
-from ..tasks.base import TaskSpec
-from .base import SeqModel, input_layer
-from .transformer import sinusoidal_positions
+from ...errors import ArchsepError, check
+from ...tasks.base import TaskSpec
+from ..base import SeqModel, input_layer
+from ..ops import sinusoidal_positions
 
 POSITIONS = ("learned", "sinusoidal", "none")
 
@@ -155,16 +155,6 @@ class MixerStack(SeqModel):
             h, s = block.step(h, s, t)  # type: ignore[operator]
             new.append(s)
         return self.head(self.ln_f(h)), new
-
-    def recurrent(self, x: torch.Tensor) -> torch.Tensor:
-        """The recurrent form over a whole sequence: the same (B, L, C) as `forward`."""
-        f = next(self.parameters())
-        state = self.init_state(x.shape[0], x.device, f.dtype)
-        outs = []
-        for t in range(x.shape[1]):
-            y, state = self.step(x[:, t], state, t)
-            outs.append(y)
-        return torch.stack(outs, 1)
 
     def state_size(self, seq_len: int) -> int:
         """Floats per sequence carried between positions: every layer's mixer state."""

@@ -35,11 +35,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check
-from ..tasks.base import TaskSpec
-from .base import ModelConfig
-from .mixer_stack import Mixer, MixerStack, check_positions, check_stack
-from .registry import MODELS
+from ...errors import check
+from ...tasks.base import TaskSpec
+from ..base import ModelConfig
+from .stack import Mixer, MixerStack, check_positions, check_stack
+from ..registry import MODELS
 
 
 

@@ -1,5 +1,5 @@
 """RWKV's time mixing (Peng et al. 2023, "RWKV: Reinventing RNNs for the Transformer Era",
-RWKV-4) in the pre-LN block stack of `retnet` (models/mixer_stack.py).
+RWKV-4) in the pre-LN block stack of `retnet` (models/mixers/stack.py).
 
 Per channel, with token shift x'_t = mu * x_t + (1 - mu) * x_{t-1} (its own mu for k, v, r),
 k = x'_k W_k, v = x'_v W_v, r = sigmoid(x'_r W_r), a decay w = exp(w_log) > 0 and a bonus u:
@@ -21,10 +21,10 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ..tasks.base import TaskSpec
-from .base import ModelConfig
-from .mixer_stack import Mixer, MixerStack, check_positions, check_widths
-from .registry import MODELS
+from ...tasks.base import TaskSpec
+from ..base import ModelConfig
+from .stack import Mixer, MixerStack, check_positions, check_widths
+from ..registry import MODELS
 
 CHUNK = 16
 

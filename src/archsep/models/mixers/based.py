@@ -1,7 +1,7 @@
 """Based (Arora et al. 2024, "Simple linear attention language models balance the
 recall-throughput tradeoff"): a hybrid of global linear attention with Based's Taylor feature
 map and local sliding-window softmax attention, in the pre-LN block stack of `retnet`
-(models/mixer_stack.py), each mixer the one of another model:
+(models/mixers/stack.py), each mixer the one of another model:
 - linear-attention layers: `linear-tf`'s mixer (models/linear_attention.py) with feature map
   `taylor`, phi(x) = [1, x / d^(1/4), vec(x ⊗ x) / (sqrt(2) sqrt(d))], so phi(q)·phi(k) =
   1 + s + s^2/2 with s = q·k/sqrt(d), the 2nd-order Taylor expansion of exp(s); q and k are
@@ -30,12 +30,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import check
-from ..tasks.base import TaskSpec
-from .base import ModelConfig
+from ...errors import check
+from ...tasks.base import TaskSpec
+from ..base import ModelConfig
 from .linear_attention import LinearAttention, check_feature_dim
-from .mixer_stack import Mixer, MixerStack, check_positions, check_stack
-from .registry import MODELS
+from .stack import Mixer, MixerStack, check_positions, check_stack
+from ..registry import MODELS
 from .swa import LocalAttention
 
 

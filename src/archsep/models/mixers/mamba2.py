@@ -1,5 +1,5 @@
 """Mamba-2 (Dao & Gu 2024, "Transformers are SSMs"): the SSD layer in the pre-LN block stack of
-`retnet` (models/mixer_stack.py).
+`retnet` (models/mixers/stack.py).
 
 Each layer, on the normed input h (width w, inner width E = expand * w, H heads of P = E/H
 channels, G groups of B and C with d_state = N entries each):
@@ -40,12 +40,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check
-from ..tasks.base import TaskSpec
-from .base import ModelConfig
-from .mamba import RMSNorm
-from .mixer_stack import Mixer, MixerStack, check_positions
-from .registry import MODELS
+from ...errors import check
+from ...tasks.base import TaskSpec
+from ..base import ModelConfig
+from ..ops import RMSNorm
+from .stack import Mixer, MixerStack, check_positions
+from ..registry import MODELS
 
 CHUNK = 32
 

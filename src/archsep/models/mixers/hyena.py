@@ -1,5 +1,5 @@
 """Hyena (Poli et al. 2023, "Hyena Hierarchy"): the order-2 Hyena operator, a long convolution
-gated by the data, in the pre-LN block stack of `retnet` (models/mixer_stack.py).
+gated by the data, in the pre-LN block stack of `retnet` (models/mixers/stack.py).
 
 With v, x1, x2 the three linear projections of the block's input h, each followed by a short
 depthwise causal convolution (`short` taps, default 3), per channel c of the width:
@@ -33,24 +33,16 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ..errors import check
-from ..tasks.base import TaskSpec
-from .base import ModelConfig
-from .baseconv import causal_conv, check_conv
-from .mixer_stack import Mixer, MixerStack
-from .registry import MODELS
+from ...errors import check
+from ...tasks.base import TaskSpec
+from ..base import ModelConfig
+from ..ops import causal_conv, fft_conv
+from .baseconv import check_conv
+from .stack import Mixer, MixerStack
+from ..registry import MODELS
 
 BANDS = 4  # frequencies of the filters' positional encoding
 WINDOW_TARGET, WINDOW_FAST, WINDOW_SLOW = 0.01, 0.3, 1.5  # windows fall to 1% at 0.3 .. 1.5 of the filter
-
-
-def fft_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """u (..., L), k (..., K) broadcastable against it, K <= L -> (..., L):
-    y_t = sum_{s<K} k_s u_{t-s} (zero before 0). Zero-padding to 2L makes the FFT's circular
-    convolution the causal linear one."""
-    L = u.shape[-1]
-    n = 2 * L
-    return torch.fft.irfft(torch.fft.rfft(u, n) * torch.fft.rfft(k, n), n)[..., :L]
 
 
 class ImplicitFilter(nn.Module):

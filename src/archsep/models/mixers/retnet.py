@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check
-from ..tasks.base import TaskSpec
-from .base import ModelConfig
-from .mixer_stack import Mixer, MixerStack, check_positions, check_stack
-from .registry import MODELS
+from ...errors import check
+from ...tasks.base import TaskSpec
+from ..base import ModelConfig
+from ..ops import gated_output
+from .stack import Mixer, MixerStack, check_positions, check_stack
+from ..registry import MODELS
 
 
 def decay_gammas(heads: int) -> torch.Tensor:
@@ -85,10 +85,8 @@ class Retention(Mixer):
             q, k = rotate(q, pos[L - Lq:], self.theta), rotate(k, pos, self.theta)
         return (q * self.dh**-0.5).transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
 
-    def _output(self, h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """(swish(h W_G) ⊙ GroupNorm(y)) W_O for h, y (..., W): the norm is per position."""
-        y = self.norm(y.reshape(-1, y.shape[-1])).view_as(y)
-        return self.out(F.silu(self.gate(h)) * y)
+    def _output(self, h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # h, y (..., W) -> (..., W)
+        return gated_output(self.gate, self.norm, self.out, h, y)
 
     def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
         L = h.shape[1]

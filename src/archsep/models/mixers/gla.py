@@ -1,5 +1,5 @@
 """Gated linear attention (Yang et al. 2023, "Gated Linear Attention Transformers with
-Hardware-Efficient Training") in the pre-LN block stack of `retnet` (models/mixer_stack.py).
+Hardware-Efficient Training") in the pre-LN block stack of `retnet` (models/mixers/stack.py).
 
 Per head (of H, d = width/H), with q_t (scaled by 1/sqrt(d)), k_t, v_t the head's projections of
 position t and a data-dependent decay per key dimension
@@ -34,11 +34,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check
-from ..tasks.base import TaskSpec
-from .base import ModelConfig
-from .mixer_stack import Mixer, MixerStack, check_positions, check_stack
-from .registry import MODELS
+from ...errors import check
+from ...tasks.base import TaskSpec
+from ..base import ModelConfig
+from ..ops import gated_output
+from .stack import Mixer, MixerStack, check_positions, check_stack
+from ..registry import MODELS
 
 CHUNK = 16
 LOG_ALPHA_MIN = -5.0
@@ -88,10 +89,8 @@ class GatedLinearAttention(Mixer):
         log_a = (F.logsigmoid(a + self.a_bias) / self.tau).clamp(min=LOG_ALPHA_MIN)
         return self._heads(k), self._heads(v), self._heads(log_a)
 
-    def _output(self, h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """(swish(h W_G) ⊙ GroupNorm(y)) W_O for h, y (..., W): the norm is per position."""
-        y = self.norm(y.reshape(-1, y.shape[-1])).view_as(y)
-        return self.out(F.silu(self.gate(h)) * y)
+    def _output(self, h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # h, y (..., W) -> (..., W)
+        return gated_output(self.gate, self.norm, self.out, h, y)
 
     def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
         hq = h[:, -1:] if last_only else h  # (B, Lq, W), Lq = 1 or L: the positions computed

@@ -1,5 +1,5 @@
 """Sliding-window attention (local softmax attention, as in Longformer's local heads and
-Mistral's layers) in the pre-LN block stack of `retnet` (models/mixer_stack.py).
+Mistral's layers) in the pre-LN block stack of `retnet` (models/mixers/stack.py).
 
 Each position attends causally to the last `window` positions, itself included:
     o_t = softmax_{s in (t - window, t]}(q_t . k_s / sqrt(d)) v_s       per head (d = width/heads).
@@ -21,12 +21,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check
-from ..tasks.base import TaskSpec
-from .attention import attend, rotate
-from .base import ModelConfig
-from .mixer_stack import Mixer, MixerStack, check_positions, check_stack
-from .registry import MODELS
+from ...errors import check
+from ...tasks.base import TaskSpec
+from ..attention import attend, rotate
+from ..base import ModelConfig
+from .stack import Mixer, MixerStack, check_positions, check_stack
+from ..registry import MODELS
 
 def band_mask(Lq: int, L: int, window: int, device=None) -> torch.Tensor:
     """(Lq, L) bool: query i (the last Lq of L positions) sees key j iff 0 <= i - j < window."""

@@ -1,0 +1,64 @@
+"""Pieces more than one model uses: absolute positions, causal convolutions (direct and by FFT),
+RMSNorm, the gated, normalised output of the recurrent-attention mixers, and the vmap test.
+
+Shared, not owned: a mixer imports these from here, never from another mixer's module.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def under_vmap(t: torch.Tensor) -> bool:
+    """Whether `t` is a tensor seen inside `vmap` (the stacked path of the engine): fused library
+    kernels (torch's attention, the CUDA selective scan) have no vmap rule and are skipped there."""
+    try:
+        return bool(torch._C._functorch.is_batchedtensor(t))
+    except AttributeError:  # private API moved: take the path that vmaps natively
+        return True
+
+
+def sinusoidal_positions(length: int, width: int) -> torch.Tensor:
+    """The fixed sin/cos codes of Vaswani et al., (length, width); odd widths drop the last cos."""
+    pos = torch.arange(length, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))
+    pe = torch.zeros(length, width)
+    pe[:, 0::2] = torch.sin(pos * freq)
+    pe[:, 1::2] = torch.cos(pos * freq)[:, : width // 2]
+    return pe
+
+
+def causal_conv(x: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
+    """x (B, L, W), taps (W, K) -> (B, L, W): y_t = sum_{s<K} taps[:, s] * x_{t-s} (zero before 0)."""
+    K = taps.shape[1]
+    y = F.conv1d(F.pad(x.transpose(1, 2), (K - 1, 0)), taps.flip(-1)[:, None], groups=x.shape[-1])  # (B, W, L)
+    return y.transpose(1, 2)
+
+
+def fft_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """u (..., L), k (..., K) broadcastable against it, K <= L -> (..., L):
+    y_t = sum_{s<K} k_s u_{t-s} (zero before 0). Zero-padding to 2L makes the FFT's circular
+    convolution the causal linear one."""
+    L = u.shape[-1]
+    n = 2 * L
+    return torch.fft.irfft(torch.fft.rfft(u, n) * torch.fft.rfft(k, n), n)[..., :L]
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, width: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps, self.weight = eps, nn.Parameter(torch.ones(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (..., width) -> (..., width)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def gated_output(gate: nn.Module, norm: nn.Module, out: nn.Module, h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """(swish(h W_G) ⊙ norm(y)) W_O for h, y (..., W) -> (..., W), `norm` a GroupNorm with one group
+    per head (it takes (N, W) rows: the norm is per position). The output of retention, GLA and
+    DeltaNet, in their parallel and recurrent forms alike."""
+    y = norm(y.reshape(-1, y.shape[-1])).view_as(y)
+    return out(F.silu(gate(h)) * y)
