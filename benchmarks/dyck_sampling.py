@@ -1,6 +1,6 @@
 """Bounded Dyck's training batches, drawn all positions at once (`Dyck.positives`, the
 vectorised `dyck_accepts`) against the step-by-step walk and DFA they replace (the same
-numbers from the same seed: tests/test_tasks_paper_a.py), side by side in one run, the two
+numbers from the same seed: tests/tasks/test_tasks_paper_a.py), side by side in one run, the two
 alternating batch by batch so a machine's load falls on both alike. The engine draws a fresh
 batch every training step, so at N = 400 the old draw (about 49 ms) outweighed TF-(1,64)'s
 whole step (about 40 ms).

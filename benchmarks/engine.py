@@ -3,7 +3,7 @@
 plain : one model at a time, held-out evaluation on 5000 examples every 10 steps.
 engine: the seeds stacked into one vmapped computation where that pays, progressive
         validation deciding when to run the held-out evaluation, screened evaluations near the
-        threshold (same schedule, same answer; see tests/test_train.py).
+        threshold (same schedule, same answer; see tests/engine/test_train.py).
 
 Both run to the threshold or the step cap, so the ratio is end to end. Prints the wall-time
 ratio, model-steps/s and the achieved fraction of fp32 peak (peak measured here, same run)

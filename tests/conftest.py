@@ -1,3 +1,7 @@
+import contextlib
+import inspect
+import re
+
 import pytest
 import torch
 
@@ -13,7 +17,7 @@ def _one_thread():
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache_dir(tmp_path_factory):
-    """The dry run's step-cost cache (engine/cost.py) goes to a folder of this test session, never
+    """The dry run's step-cost cache (runs/timing.py) goes to a folder of this test session, never
     the user's ~/.cache: tests neither read what a real dry run measured nor leave files there."""
     import os
 
@@ -24,3 +28,30 @@ def _private_cache_dir(tmp_path_factory):
         os.environ.pop("ARCHSEP_CACHE_DIR", None)
     else:
         os.environ["ARCHSEP_CACHE_DIR"] = old
+
+
+@pytest.fixture
+def registered():
+    """`registered(REGISTRY, name, cls)`: `cls` under `name` for this test alone
+    (`Registry.temporary`); a class left in a registry would join every later test that loops
+    over it."""
+    with contextlib.ExitStack() as stack:
+        yield lambda registry, name, cls=None: stack.enter_context(registry.temporary(name, cls))
+
+
+SPAWNS = re.compile(r"\bsubprocess\.(run|Popen|check_output|check_call)\(|\bPopen\(|\b(run_cli|cli)\("
+                    r"|\bmp\.get_context\(")
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that starts a process (the CLI in a fresh interpreter, a worker pool, Ray) is
+    marked `slow`: `pytest -m "not slow"` is the inner loop, the whole suite the README's
+    command. Read from the test's own source, so a new test is marked without an edit."""
+    for item in items:
+        fn = getattr(item, "function", None)
+        try:
+            src = inspect.getsource(fn) if fn is not None else ""
+        except (OSError, TypeError):
+            continue
+        if SPAWNS.search(src) or item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.slow)

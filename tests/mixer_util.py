@@ -1,6 +1,6 @@
 """What the model tests share: small builds, seeded inputs, pytest ids, and the check that the
 engine's stacked (vmapped) computation gives each model's own outputs and gradients. The
-properties of the recurrent contract are `archsep.testing`'s (tests/test_model_properties.py)."""
+properties of the recurrent contract are `archsep.testing`'s (tests/models/test_model_properties.py)."""
 from __future__ import annotations
 
 import torch

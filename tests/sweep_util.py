@@ -9,10 +9,10 @@ from pathlib import Path
 ARCHSEP = [sys.executable, "-m", "archsep.cli"]
 
 
-def tiny_toml(name: str = "tiny", Ns=(2, 3), seeds: int | list = 1, budget: int = 1280, arms=("tf", "ffn"),
+def tiny_toml(name: str = "tiny", Ns=(2, 3), seeds: int | list = 1, budget: int = 1280, arms=("tf-b", "ffn"),
               threshold: float = 0.9, extra: str = "") -> str:
     arm_txt = {
-        "tf": '[[arms]]\nlabel = "TF"\narch = "tf"\nmodel_params = { mlp_width = 16 }\n',
+        "tf-b": '[[arms]]\nlabel = "TF"\narch = "tf-b"\nmodel_params = { mlp_width = 16 }\n',
         "ffn": '[[arms]]\nlabel = "FFN"\narch = "ffn"\n',
     }
     seeds_txt = f"seeds = {list(seeds)}" if isinstance(seeds, (list, tuple)) else f"seeds = {seeds}"
@@ -20,7 +20,7 @@ def tiny_toml(name: str = "tiny", Ns=(2, 3), seeds: int | list = 1, budget: int 
             f"train = {{ budget = {budget}, eval_size = 200, threshold = {threshold}, eval_every = 5 }}\n"
             + "".join(arm_txt[a] for a in arms)
             + f'[grid]\n"task_params.N" = {list(Ns)}\n' + extra
-            + ('\n[analysis]\nseparations = [["TF", "FFN"]]\n' if {"tf", "ffn"} <= set(arms) else "\n"))
+            + ('\n[analysis]\nseparations = [["TF", "FFN"]]\n' if {"tf-b", "ffn"} <= set(arms) else "\n"))
 
 
 def write(path: Path, text: str) -> Path:

@@ -49,7 +49,7 @@ while kill -0 $P1 2>/dev/null || kill -0 $P2 2>/dev/null; do
   sleep 5; n=$((n + 1)); [ $((n % 12)) = 0 ] && export_all
 done
 export_all
-[ "$DEV" = cuda ] && [ "${TESTS:-1}" = 1 ] && timeout 120 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py -k "not command_line" \
+[ "$DEV" = cuda ] && [ "${TESTS:-1}" = 1 ] && timeout 120 $PY -m pytest -q -p no:cacheprovider tests/system/test_cuda.py -k "not command_line" \
   > "$OUT/cuda_tests.log" 2>&1
 { echo "end $(date -u +%FT%TZ)"; for s in q3 q3q1; do [ -e "$W/$s" ] && $PY -m archsep status "$W/$s"; done; } \
   >> "$OUT/machine.txt" 2>&1

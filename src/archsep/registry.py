@@ -76,6 +76,34 @@ class Registry(Generic[T]):
 
         return deco
 
+    @contextmanager
+    def temporary(self, name: str, cls: type[T] | None = None) -> Iterator[type[T] | None]:
+        """Within the block, `name` is `cls` (None: not registered); afterwards the registry is
+        as it was, whatever the block did under that name (a test's preset, a plugin a test
+        loads). Nothing is noted for the workers: a temporary entry lives in this process."""
+        had = name in self._items
+        before = self._items.get(name)
+        names = ("registry_name", "identity_name")
+        kept = {k: getattr(cls, k) for k in names if cls is not None and k in vars(cls)}
+        if cls is None:
+            self._items.pop(name, None)
+        else:
+            self._items[name] = cls
+            cls.registry_name = cls.identity_name = name  # type: ignore[attr-defined]
+        try:
+            yield cls
+        finally:
+            if had:
+                self._items[name] = before  # type: ignore[assignment]
+            else:
+                self._items.pop(name, None)
+            if cls is not None:
+                for k in names:
+                    if k in kept:
+                        setattr(cls, k, kept[k])
+                    elif k in vars(cls):
+                        delattr(cls, k)
+
     def names(self) -> list[str]:
         from . import plugins
 

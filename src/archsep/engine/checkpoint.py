@@ -6,7 +6,7 @@ evaluation point once `every_s` seconds of its training have passed since the la
 parameters and the optimizer's moments, each run's data stream, curves, held-out schedule and
 (for a run already finished) result, which runs still train, and the torch generator. Started
 again with the same configs, the group loads that state and trains on from the next step; its
-runs then give **the same numbers** as runs never interrupted (tests/test_checkpoint.py), each
+runs then give **the same numbers** as runs never interrupted (tests/engine/test_checkpoint.py), each
 `wall_s` counts the training time of every part, and `extra["resumed_at"]` lists the steps
 they went on from. The file is named by the group's first run id.
 

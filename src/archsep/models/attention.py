@@ -7,7 +7,7 @@
   `vmap` (stacked training): torch has no batching rule for the fused CPU kernel and would
   replace it by a Python loop over the stacked models.
 
-The two agree to float32 rounding (tests/test_attention.py); which one a model uses is an
+The two agree to float32 rounding (tests/models/test_attention.py); which one a model uses is an
 implementation switch (`use_attention`), not a config field, so it never enters a run's id.
 """
 from __future__ import annotations

@@ -21,7 +21,7 @@ compiled one in `native_scan`):
 
 Which scan runs is the config's `scan` unless `use_scan(model, impl)` overrides it: an
 implementation switch, not a config field, so run ids stay the same (they all compute the
-same thing; tests/test_scan.py checks them against 'sequential').
+same thing; tests/models/test_scan.py checks them against 'sequential').
 
 `step(x_t, state, t)` runs the model one position at a time from an explicit state (the
 `SeqModel` recurrent contract); its state is what `state_size` counts: per layer the SSM state

@@ -285,7 +285,7 @@ class RayExecutor:
 
     def run(self, batches: list[list[RunConfig]]) -> Iterator[list[dict]]:
         ray = self.ray
-        # a killed driver's tasks are stopped by Ray itself (tests/test_ray.py checks it)
+        # a killed driver's tasks are stopped by Ray itself (tests/system/test_ray.py checks it)
         remote = ray.remote(num_cpus=self.threads, max_retries=1)(run_batch)
         plugins = ray.put(payload())
         problem = ray.get(ray.remote(num_cpus=self.threads)(probe).remote(probe_configs(batches), plugins))

@@ -1,6 +1,6 @@
 """Mamba-1's selective scan and its causal conv + SiLU in C (`selective_scan.c`, compiled on first
 use by `native.library`), as autograd functions over ctypes: float32 on CPU, one thread, not under
-vmap. tests/test_native_scan.py checks them against the PyTorch reference."""
+vmap. tests/models/test_native_scan.py checks them against the PyTorch reference."""
 from __future__ import annotations
 
 import ctypes

@@ -1,7 +1,7 @@
 """Mamba-1's selective scan in PyTorch: s_t = exp(Δ_t A) * s_{t-1} + Δ_t B_t u_t, y_t = <C_t, s_t>
 per channel of the inner width E, with N states per channel (models/mamba.py is the model).
 
-Four implementations of the same recurrence (tests/test_scan.py and tests/test_models_paper_a.py
+Four implementations of the same recurrence (tests/models/test_scan.py and tests/models/test_models_paper_a.py
 check them against `scan_sequential`; `kernels.native_scan` is the fifth, in C):
 - `scan_sequential`: the step-by-step reference, differentiated by autograd;
 - `scan_parallel`: Hillis-Steele doubling over the length, log2(L) elementwise steps on

@@ -1,0 +1,117 @@
+"""docs/results/README.md is generated from the committed summaries and agrees with them, and the
+prose that interprets results (the README's presets section, docs/presets.md) quotes only
+numbers that a committed results file holds."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from archsep.reporting.results_page import PAGE, render, verdict
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "results"
+SCRIPT = ROOT / "scripts" / "results_page.py"
+
+
+def test_the_committed_results_page_is_what_the_committed_summaries_render():
+    assert (RESULTS / PAGE).read_text() == render(RESULTS), \
+        "docs/results/README.md is stale: run .venv/bin/python scripts/results_page.py"
+
+
+def _tiny(root: Path) -> Path:
+    folder = root / "lookup-fig2-cpu"
+    folder.mkdir(parents=True)
+    cells = [{"label": lab, "N": N, "seed": s, "test_acc": acc} for lab, acc in (("TF-(1,64)", 0.95), ("LSTM-64", 0.25))
+             for N in (20, 100) for s in range(3)]
+    claims = [{"kind": "control", "text": "control: TF-(1,64) learns at N=20 (mean 95.0% >= 95.0%)", "held": True,
+               "verdict": "held"},
+              {"kind": "control", "text": "control: LSTM-64 learns at N=20 (mean 25.0% >= 95.0%)", "held": False,
+               "verdict": "did not hold"},
+              {"kind": "ordering", "text": "LSTM-64 below TF-(1,64) at N=100", "held": None,
+               "verdict": "no verdict"}]
+    (folder / "summary.json").write_text(json.dumps({"preset": "lookup-fig2", "scale": "cpu", "cells": cells,
+                                                     "baselines": [{"variant": "", "N": 20, "best_acc": 0.114}],
+                                                     "claims": claims}))
+    (folder / "runs.csv").write_text("label,N,seed,wall_s\n" + "".join(
+        f"\"{c['label']}\",{c['N']},{c['seed']},600\n" for c in cells))
+    (folder / "PROVENANCE").write_text("command: archsep reproduce lookup-fig2 --scale cpu\nmore\n")
+    return folder
+
+
+def test_the_page_counts_verdicts_quotes_claims_and_sums_run_time_from_the_files(tmp_path):
+    _tiny(tmp_path)
+    page = render(tmp_path)
+    row = next(line for line in page.splitlines() if line.startswith("| [lookup-fig2-cpu]"))
+    # runs, run time (12 x 600 s = 2.0 h), held / did not hold / no verdict
+    assert row.endswith("| current | 12 | 2.0 h | 1 | 1 | 1 |"), row
+    assert "- **did not hold**: control: LSTM-64 learns at N=20 (mean 25.0% >= 95.0%)" in page
+    assert "| TF-(1,64) | 95.0% | 95.0% |" in page and "| best trivial baseline | 11.4% | – |" in page
+    assert "run time by arm: LSTM-64 1.0 h, TF-(1,64) 1.0 h" in page
+    assert "`command: archsep reproduce lookup-fig2 --scale cpu`" in page
+
+
+def test_check_fails_when_a_summary_changes_under_the_committed_page(tmp_path):
+    folder = _tiny(tmp_path)
+    run = [sys.executable, str(SCRIPT), "--root", str(tmp_path)]
+    assert subprocess.run(run, capture_output=True, text=True).returncode == 0
+    assert subprocess.run(run + ["--check"], capture_output=True, text=True).returncode == 0
+    d = json.loads((folder / "summary.json").read_text())
+    d["claims"][2].update(held=True, verdict="held")  # a verdict that changed after the page was written
+    (folder / "summary.json").write_text(json.dumps(d))
+    r = subprocess.run(run + ["--check"], capture_output=True, text=True)
+    assert r.returncode == 1 and "differs" in r.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == [PAGE, "lookup-fig2-cpu"]  # no temp files left
+
+
+def test_a_former_folder_is_marked_and_a_verdict_is_read_from_held_when_older_summaries_lack_it(tmp_path):
+    folder = _tiny(tmp_path)
+    shutil.copytree(folder, tmp_path / "lookup-fig2-cpu" / "former")
+    page = render(tmp_path)
+    assert "| [lookup-fig2-cpu/former](lookup-fig2-cpu/former/) | `lookup-fig2` | cpu | former |" in page
+    assert [verdict({"held": True}), verdict({"held": False}), verdict({"held": None})] == \
+        ["held", "did not hold", "no verdict"]
+
+
+NUMBER = re.compile(r"(?<![\w.\-])(\d+\.\d+%?|\d+%)")
+
+
+def _results_text() -> str:
+    kinds = ("summary.txt", "summary.json", "PROVENANCE", "*.md", "*.txt", "*.csv")
+    return "\n".join(p.read_text(errors="replace") for k in kinds for p in RESULTS.rglob(k) if p.name != PAGE) \
+        + render(RESULTS)
+
+
+def quoted_numbers(text: str) -> list[str]:
+    """The decimals and percentages of a text (integers such as N or a seed count are left out)."""
+    return NUMBER.findall(text)
+
+
+def unsupported(text: str, source: str) -> list[str]:
+    """The numbers of `text` that `source` does not hold as a whole number token (37.9 is not
+    found in 0.3791 or 137.95)."""
+    tokens = set(re.findall(r"(?<![\d.])\d+(?:\.\d+)?(?![\d])", source))
+    return sorted({n for n in quoted_numbers(text) if n.rstrip("%") not in tokens})
+
+
+def _presets_section() -> str:
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"^## Presets\n(.*?)(?=^## )", readme, re.S | re.M)
+    return m.group(1) if m else ""
+
+
+@pytest.mark.parametrize("doc", ["README.md#Presets", "docs/presets.md"])
+def test_every_number_the_results_prose_quotes_is_in_a_committed_results_file(doc):
+    text = _presets_section() if doc.startswith("README") else (ROOT / doc).read_text()
+    assert unsupported(text, _results_text()) == []
+
+
+def test_the_number_check_catches_a_typed_number():
+    source = _results_text()
+    assert unsupported("Mamba-64 at 31.6% against 11.4%", source) == []
+    assert unsupported("LSTM-64 at 37.9% and 4.4137 core-hours", source) == ["37.9%", "4.4137"]
