@@ -57,10 +57,10 @@ def add_parsers(sub, positive_int) -> None:
 
 def print_costs(name: str, configs, out, workers: int | None) -> None:
     """The cost estimate of `configs` (runs finished in OUT's store cost nothing more)."""
-    import os
 
     from ..engine.checkpoint import Checkpoints, saved_steps
     from ..runs.cost import estimate, report
+    from ..runs.executors import cores
     from ..store import DB_NAME, open_store
 
     finished: set[str] = set()
@@ -70,7 +70,7 @@ def print_costs(name: str, configs, out, workers: int | None) -> None:
     # a pending run with a checkpoint goes on from its step: only the rest is counted
     ck = Checkpoints.beside(out)
     started = saved_steps(ck, [c for c in configs if c.run_id not in finished])
-    text = report(name, estimate(configs, workers or os.cpu_count() or 1, finished, started))
+    text = report(name, estimate(configs, workers or cores(), finished, started))
     print("\n".join(printable(line) for line in text.splitlines()))
 
 

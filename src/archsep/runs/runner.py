@@ -7,20 +7,18 @@ executor (`local` process pool or `ray`) only computes; this process alone write
 from __future__ import annotations
 
 import sqlite3
-import os
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
-
-from tqdm import tqdm
 
 from ..config import RunConfig
 from ..engine.planning import check_memory
 from ..errors import ArchsepError
 from ..runs.cost import progress_weights
 from ..engine.checkpoint import Checkpoints, discard, saved_steps, tidy
-from .executors import checkpoint_every, default_workers, make_executor, plan_batches
+from .executors import checkpoint_every, cores, default_workers, make_executor, plan_batches
 from .launch import Launch
+from .progress import Progress
 from ..store.db import Store, disk_full, open_store
 from ..store.rows import result_from_row
 from ..results import RunResult
@@ -37,20 +35,26 @@ class Results(list):
         return [r for r in self if r.status == "error"]
 
 
-SHOW_ETA = 0.1  # the share of the modelled work finished before the bar shows an ETA
-
-
-def _commit(store: Store, row: dict, saved: int, total: int) -> bool:
-    """Commit one run (False: another sweep had stored it first); a full disk is one line that
-    says what is safe (the store stays consistent: the failed transaction is rolled back)."""
-    try:
-        return store.add(row)
-    except sqlite3.OperationalError as e:
-        if disk_full(e):
-            raise ArchsepError.at("out", f"the disk holding '{store.path}' is full ({e}): {saved} of {total} run(s) "
-                                         "of this call were saved before it; free some space and rerun the same "
-                                         "command to resume") from None
-        raise
+def commit(row: dict, store: Store | None, tracker, ck: Checkpoints | None, saved: int, total: int) -> RunResult:
+    """One finished run's one path: into the store (the record; False from `add`: another sweep
+    had stored it first), then mirrored to the tracker, then its checkpoint discarded (it has
+    served). A full disk is one line that says what is safe (the failed transaction is rolled
+    back, the store stays consistent)."""
+    added = False
+    if store is not None:
+        try:
+            added = store.add(row)
+        except sqlite3.OperationalError as e:
+            if disk_full(e):
+                raise ArchsepError.at("out", f"the disk holding '{store.path}' is full ({e}): {saved} of {total} "
+                                             "run(s) of this call were saved before it; free some space and rerun "
+                                             "the same command to resume") from None
+            raise
+    if added and tracker is not None:
+        tracker.log(row)
+    if ck is not None:
+        discard(ck, row["run_id"])
+    return result_from_row({**row, "committed_at": ""})
 
 
 def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None, workers: int | None = 1,
@@ -117,44 +121,18 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
         # run (a count of runs would promise hours after the first one)
         started = saved_steps(ck, todo) if ck is not None else {}
         weights = progress_weights(todo, started) if todo else {}
-        bar = tqdm(total=sum(weights.values()) or 1.0, desc=desc, disable=not progress, file=sys.stderr,
-                   dynamic_ncols=True, smoothing=0.0,
-                   bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix} [{elapsed}<{remaining}]")
-        bar.set_postfix_str(f"0/{len(todo)} runs", refresh=False)
-        finished_now, held_back = 0, 0.0
-        # no ETA from the first run or two alone (one run that stopped early says little of the
-        # rest): the bar moves once more runs than workers have finished and they hold at least
-        # SHOW_ETA of the modelled work (the longest batches start first and are still running
-        # when the first cheap ones finish: a rate from those alone promised twice the wall time)
-        warm = min(len(todo), max(3, (workers or os.cpu_count() or 1) + 1))
-        failures = 0
+        bar = Progress(desc, weights, workers or cores(), progress)
         ex = None
         try:
             if todo:
                 ex = make_executor(executor, workers, address, ck)
                 if progress:
-                    bar.write(f"{desc}: {len(todo)} to run, {len(unique) - len(todo)} already done; "
-                              f"{ex.describe()}", file=sys.stderr)
+                    bar.write(f"{desc}: {len(todo)} to run, {len(unique) - len(todo)} already done; {ex.describe()}")
                 for rows in ex.run(plan_batches(todo, seconds=lambda c: weights[c.run_id], resumed=started)):
                     for row in rows:
-                        if store is not None and _commit(store, row, len(done) - len(reused), len(todo)) \
-                                and tracker is not None:
-                            tracker.log(row)
-                        if ck is not None:  # in the store now: its checkpoint has served
-                            discard(ck, row["run_id"])
-                        r = result_from_row({**row, "committed_at": ""})
+                        r = commit(row, store, tracker, ck, len(done) - len(reused), len(todo))
                         done[r.run_id] = r
-                        failures += r.status in ("error", "diverged")
-                        label = r.config.get("label") or r.config["arch"]
-                        finished_now += 1
-                        bar.set_postfix_str(f"{finished_now}/{len(todo)} runs, failed={failures}, last: {label} "
-                                            f"N={r.config['task_params'].get('N', '?')} {r.status} samples={r.samples}",
-                                            refresh=False)
-                        held_back += weights.get(r.run_id, 0.0)
-                        if finished_now >= warm and bar.n + held_back >= SHOW_ETA * bar.total:
-                            # (summed floats may pass the total by a rounding error)
-                            bar.update(max(0.0, min(held_back, bar.total - bar.n)))
-                            held_back = 0.0
+                        bar.done(r)
                         if on_result:
                             on_result(r)
         finally:
