@@ -123,3 +123,25 @@ def test_bad_variant_settings_name_their_field(params, field):
     with pytest.raises(ArchsepError) as e:
         make_model_config("tf-preln", **params)
     assert e.value.field.rsplit(".", 1)[-1] == field
+
+
+@pytest.mark.parametrize("arch, params", [("lstm", {"hidden": 8}), ("mamba", {"layers": 1, "width": 8})])
+def test_an_option_added_later_keeps_the_stored_runs_ids_and_learned_positions_are_read(arch, params):
+    """LSTM and Mamba took `positions` after runs were stored: at "none" (the paper's) a run's
+    id is the one it had before the option (`ModelConfig.added`), "learned" is another run, and
+    its model reads the position table (moving one row changes that position's output only)."""
+    from archsep import RunConfig, TrainConfig
+
+    def cfg(**extra):
+        return RunConfig("index-lookup", arch, {"N": 6}, {**params, **extra}, TrainConfig(), seed=0)
+
+    assert "positions" not in cfg().model_config().params()
+    assert cfg(positions="none").run_id == cfg().run_id != cfg(positions="learned").run_id
+    torch.manual_seed(0)
+    model = cfg(positions="learned").model_config().build(cfg().build_task().spec).double().eval()
+    x = cfg().build_task().sample_test(3, torch.Generator().manual_seed(1)).x
+    before = model(x)
+    with torch.no_grad():
+        model.pos[4] += 1.0
+    after = model(x)
+    assert torch.equal(before[:, :4], after[:, :4]) and not torch.allclose(before[:, 4], after[:, 4])

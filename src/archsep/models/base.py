@@ -29,8 +29,13 @@ class ModelConfig(abc.ABC):
     @abc.abstractmethod
     def build(self, spec: TaskSpec) -> "SeqModel": ...
 
+    # fields added after runs were stored, with the value that reproduces those runs: left out of
+    # `params()` (a run's identity) at that value, so the stored runs keep their ids
+    added: ClassVar[dict[str, Any]] = {}
+
     def params(self) -> dict:
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
+        d = dataclasses.asdict(self)  # type: ignore[call-overload]
+        return {k: v for k, v in d.items() if not (k in self.added and v == self.added[k])}
 
     def max_length(self, spec: TaskSpec) -> int | None:
         """The most positions a model built for `spec` reads (None: any number). By default

@@ -62,3 +62,8 @@ def gated_output(gate: nn.Module, norm: nn.Module, out: nn.Module, h: torch.Tens
     DeltaNet, in their parallel and recurrent forms alike."""
     y = norm(y.reshape(-1, y.shape[-1])).view_as(y)
     return out(F.silu(gate(h)) * y)
+
+
+def learned_positions(length: int, width: int) -> nn.Parameter:
+    """(length, width) learned absolute position embeddings, N(0, 0.02^2) at initialisation."""
+    return nn.Parameter(torch.randn(length, width) * 0.02)

@@ -11,6 +11,7 @@ from torch import nn
 from ..errors import check
 from ..tasks.base import TaskSpec
 from .base import ModelConfig, SeqModel, input_layer
+from .ops import learned_positions
 from .registry import MODELS
 
 _CELLS = {"gru": nn.GRU, "lstm": nn.LSTM, "relu": nn.RNN, "tanh": nn.RNN}
@@ -75,9 +76,14 @@ class RNN(SeqModel):
         self.rnn = _CELLS[cell](embed or spec.input_dim, hidden, num_layers=layers, batch_first=True,
                                 bidirectional=cfg.bidirectional, **kw)
         self.readout = nn.Linear(self.dirs * hidden, spec.output_dim)
+        # (L, D) learned absolute positions (an LSTM's option; made last: no other parameter moves)
+        self.pos = learned_positions(spec.seq_len, embed or spec.input_dim) \
+            if getattr(cfg, "positions", "none") == "learned" else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         e = self.embed(x)                                 # (B, L, D)
+        if self.pos is not None:
+            e = e + self.pos[: e.shape[1]]
         h = self._elman(e) if self._which(e) == "elman" else self.rnn(e)[0]  # (B, L, dirs*H)
         return self.readout(h)
 
@@ -150,11 +156,16 @@ class LSTMConfig(ModelConfig):
     hidden: int = 64
     layers: int = 1
     embed: int | None = None
+    # learned absolute positions added to the input's embedding (a diagnostic of issue 52: the
+    # query names an absolute index, a recurrent state sees only lags); "none" as in the paper
+    positions: Literal["none", "learned"] = "none"
+    added: ClassVar[dict] = {"positions": "none"}
 
     def __post_init__(self) -> None:
         check(self.hidden >= 1, "hidden", f"must be >= 1, got {self.hidden}")
         check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
         check(self.embed is None or self.embed >= 1, "embed", f"must be >= 1, got {self.embed}")
+        check(self.positions in ("none", "learned"), "positions", f"must be none or learned, got {self.positions!r}")
 
     def short_name(self) -> str:
         return f"LSTM-{self.hidden}"

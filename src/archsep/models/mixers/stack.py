@@ -24,7 +24,7 @@ from torch import nn
 from ...errors import ArchsepError, check
 from ...tasks.base import TaskSpec
 from ..base import SeqModel, input_layer
-from ..ops import sinusoidal_positions
+from ..ops import learned_positions, sinusoidal_positions
 
 POSITIONS = ("learned", "sinusoidal", "none")
 
@@ -102,7 +102,7 @@ class MixerStack(SeqModel):
         self.max_len, self.width, self.layers = spec.seq_len, width, cfg.layers
         self.embed = input_layer(spec, width)
         if cfg.positions == "learned":
-            self.pos = nn.Parameter(torch.randn(spec.seq_len, width) * 0.02)
+            self.pos = learned_positions(spec.seq_len, width)
         elif cfg.positions == "sinusoidal":
             self.register_buffer("pos", sinusoidal_positions(spec.seq_len, width), persistent=False)
         else:
