@@ -54,6 +54,7 @@ CAUSAL_ONLY = [a for a, k in KINDS.items() if k == "causal"]
 # Configurations whose code paths the defaults above do not reach
 VARIANTS = [
     ("mamba", {"layers": 1, "width": 8, "d_state": 3, "positions": "learned"}),
+    ("mamba", {"layers": 2, "width": 8, "d_state": 2, "positions": "sinusoidal"}),
     ("retnet", {"layers": 1, "width": 8, "heads": 1}),
     ("retnet", {"layers": 2, "width": 12, "heads": 3, "rotation": False, "positions": "learned"}),
     ("retnet", {"layers": 1, "width": 12, "heads": 2, "positions": "sinusoidal", "mlp_width": 8}),

@@ -44,7 +44,7 @@ from ..tasks.base import TaskSpec
 from .base import ModelConfig, SeqModel, input_layer
 from .kernels import chunked_scan, fused_scan, native_available, native_conv_silu, native_scan, scan_parallel
 from .kernels import scan_sequential
-from .ops import RMSNorm, learned_positions, under_vmap
+from .ops import POSITIONS, RMSNorm, add_positions, learned_positions, under_vmap
 from .registry import MODELS
 
 try:  # optional fused CUDA kernel; never required
@@ -177,8 +177,8 @@ class Mamba(SeqModel):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.embed(x)  # (B, L, W)
-        if self.pos is not None:
-            h = h + self.pos[: h.shape[1]]
+        if self.cfg.positions != "none":
+            h = h + add_positions(self.pos, h.shape[1], h.shape[2]).to(h)
         for norm, mixer in zip(self.norms, self.mixers):
             h = h + mixer(norm(h))  # (B, L, W)
         return self.head(self.norm_f(h))  # (B, L, C)
@@ -191,8 +191,8 @@ class Mamba(SeqModel):
              ) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
         """Position t: input (B,) tokens or (B, D) vectors -> (B, output_dim), the new state."""
         h = self.embed(x_t)  # (B, W)
-        if self.pos is not None:
-            h = h + self.pos[t]
+        if self.cfg.positions != "none":
+            h = h + add_positions(self.pos, t + 1, h.shape[-1])[t].to(h)
         new = []
         for norm, mixer, s in zip(self.norms, self.mixers, state):
             out, s = mixer.step(norm(h), s, t)  # type: ignore[operator]
@@ -229,7 +229,7 @@ native | chunked | fused | parallel | sequential."""
     norm: Literal["rms", "layer"] = "rms"
     scan: Literal["auto", "native", "chunked", "fused", "parallel", "sequential"] = "auto"
     # learned absolute positions added to the embedding (issue 52's diagnostic); "none" as in the paper
-    positions: Literal["none", "learned"] = "none"
+    positions: Literal["none", "learned", "sinusoidal"] = "none"
     added: ClassVar[dict] = {"positions": "none"}
 
     def __post_init__(self) -> None:
@@ -240,7 +240,8 @@ native | chunked | fused | parallel | sequential."""
         check(0 < self.dt_min <= self.dt_max, "dt_min", f"need 0 < dt_min <= dt_max, got {self.dt_min}, {self.dt_max}")
         check(self.norm in _NORMS, "norm", f"must be one of {', '.join(_NORMS)}, got {self.norm!r}")
         check(self.scan in _SCANS, "scan", f"must be one of {', '.join(_SCANS)}, got {self.scan!r}")
-        check(self.positions in ("none", "learned"), "positions", f"must be none or learned, got {self.positions!r}")
+        check(self.positions in POSITIONS, "positions",
+              f"must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
 
     def short_name(self) -> str:
         return f"Mamba-{self.width}"

@@ -67,3 +67,12 @@ def gated_output(gate: nn.Module, norm: nn.Module, out: nn.Module, h: torch.Tens
 def learned_positions(length: int, width: int) -> nn.Parameter:
     """(length, width) learned absolute position embeddings, N(0, 0.02^2) at initialisation."""
     return nn.Parameter(torch.randn(length, width) * 0.02)
+
+
+POSITIONS = ("none", "learned", "sinusoidal")  # absolute positions an input embedding may add
+
+
+def add_positions(pos: torch.Tensor | None, length: int, width: int) -> torch.Tensor:
+    """The (length, width) absolute positions to add: the first rows of a learned table `pos`,
+    or sinusoidal ones (any length) where `pos` is None."""
+    return pos[:length] if pos is not None else sinusoidal_positions(length, width)

@@ -11,7 +11,7 @@ from torch import nn
 from ..errors import check
 from ..tasks.base import TaskSpec
 from .base import ModelConfig, SeqModel, input_layer
-from .ops import learned_positions
+from .ops import POSITIONS, add_positions, learned_positions
 from .registry import MODELS
 
 _CELLS = {"gru": nn.GRU, "lstm": nn.LSTM, "relu": nn.RNN, "tanh": nn.RNN}
@@ -77,13 +77,13 @@ class RNN(SeqModel):
                                 bidirectional=cfg.bidirectional, **kw)
         self.readout = nn.Linear(self.dirs * hidden, spec.output_dim)
         # (L, D) learned absolute positions (an LSTM's option; made last: no other parameter moves)
-        self.pos = learned_positions(spec.seq_len, embed or spec.input_dim) \
-            if getattr(cfg, "positions", "none") == "learned" else None
+        self.positions = getattr(cfg, "positions", "none")
+        self.pos = learned_positions(spec.seq_len, embed or spec.input_dim) if self.positions == "learned" else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         e = self.embed(x)                                 # (B, L, D)
-        if self.pos is not None:
-            e = e + self.pos[: e.shape[1]]
+        if self.positions != "none":
+            e = e + add_positions(self.pos, e.shape[1], e.shape[2]).to(e)
         h = self._elman(e) if self._which(e) == "elman" else self.rnn(e)[0]  # (B, L, dirs*H)
         return self.readout(h)
 
@@ -158,14 +158,15 @@ class LSTMConfig(ModelConfig):
     embed: int | None = None
     # learned absolute positions added to the input's embedding (a diagnostic of issue 52: the
     # query names an absolute index, a recurrent state sees only lags); "none" as in the paper
-    positions: Literal["none", "learned"] = "none"
+    positions: Literal["none", "learned", "sinusoidal"] = "none"
     added: ClassVar[dict] = {"positions": "none"}
 
     def __post_init__(self) -> None:
         check(self.hidden >= 1, "hidden", f"must be >= 1, got {self.hidden}")
         check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
         check(self.embed is None or self.embed >= 1, "embed", f"must be >= 1, got {self.embed}")
-        check(self.positions in ("none", "learned"), "positions", f"must be none or learned, got {self.positions!r}")
+        check(self.positions in POSITIONS, "positions",
+              f"must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
 
     def short_name(self) -> str:
         return f"LSTM-{self.hidden}"

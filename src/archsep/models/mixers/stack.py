@@ -24,9 +24,7 @@ from torch import nn
 from ...errors import ArchsepError, check
 from ...tasks.base import TaskSpec
 from ..base import SeqModel, input_layer
-from ..ops import learned_positions, sinusoidal_positions
-
-POSITIONS = ("learned", "sinusoidal", "none")
+from ..ops import POSITIONS, learned_positions, sinusoidal_positions
 
 
 def check_stack(cfg: typing.Any) -> None:
