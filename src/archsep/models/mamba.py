@@ -44,7 +44,7 @@ from ..tasks.base import TaskSpec
 from .base import ModelConfig, SeqModel, input_layer
 from .kernels import chunked_scan, fused_scan, native_available, native_conv_silu, native_scan, scan_parallel
 from .kernels import scan_sequential
-from .ops import POSITIONS, RMSNorm, add_positions, learned_positions, under_vmap
+from .ops import RMSNorm, check_positions, position_rows, set_positions, under_vmap
 from .registry import MODELS
 
 try:  # optional fused CUDA kernel; never required
@@ -173,12 +173,13 @@ class Mamba(SeqModel):
         self.head = nn.Linear(width, spec.output_dim)
         self.layers, self.E, self.N, self.d_conv = layers, cfg.expand * width, cfg.d_state, cfg.d_conv
         # (L, W) learned absolute positions (made last: no other parameter moves)
-        self.pos = learned_positions(spec.seq_len, width) if cfg.positions == "learned" else None
+        set_positions(self, cfg.positions, spec.seq_len, width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.embed(x)  # (B, L, W)
-        if self.cfg.positions != "none":
-            h = h + add_positions(self.pos, h.shape[1], h.shape[2]).to(h)
+        pos = position_rows(self, h.shape[1], h.shape[2])
+        if pos is not None:
+            h = h + pos  # (B, L, W)
         for norm, mixer in zip(self.norms, self.mixers):
             h = h + mixer(norm(h))  # (B, L, W)
         return self.head(self.norm_f(h))  # (B, L, C)
@@ -191,8 +192,9 @@ class Mamba(SeqModel):
              ) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
         """Position t: input (B,) tokens or (B, D) vectors -> (B, output_dim), the new state."""
         h = self.embed(x_t)  # (B, W)
-        if self.cfg.positions != "none":
-            h = h + add_positions(self.pos, t + 1, h.shape[-1])[t].to(h)
+        pos = position_rows(self, t + 1, h.shape[-1])
+        if pos is not None:
+            h = h + pos[t]
         new = []
         for norm, mixer, s in zip(self.norms, self.mixers, state):
             out, s = mixer.step(norm(h), s, t)  # type: ignore[operator]
@@ -240,8 +242,7 @@ native | chunked | fused | parallel | sequential."""
         check(0 < self.dt_min <= self.dt_max, "dt_min", f"need 0 < dt_min <= dt_max, got {self.dt_min}, {self.dt_max}")
         check(self.norm in _NORMS, "norm", f"must be one of {', '.join(_NORMS)}, got {self.norm!r}")
         check(self.scan in _SCANS, "scan", f"must be one of {', '.join(_SCANS)}, got {self.scan!r}")
-        check(self.positions in POSITIONS, "positions",
-              f"must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
+        check_positions(self)
 
     def short_name(self) -> str:
         return f"Mamba-{self.width}"

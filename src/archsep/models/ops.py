@@ -6,10 +6,13 @@ Shared, not owned: a mixer imports these from here, never from another mixer's m
 from __future__ import annotations
 
 import math
+import typing
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from ..errors import ArchsepError, check
 
 
 def under_vmap(t: torch.Tensor) -> bool:
@@ -64,15 +67,39 @@ def gated_output(gate: nn.Module, norm: nn.Module, out: nn.Module, h: torch.Tens
     return out(F.silu(gate(h)) * y)
 
 
+# --- absolute positions added to an input embedding (the block stack, LSTM and Mamba) -----------
+POSITIONS = ("learned", "sinusoidal", "none")
+
+
+def check_positions(cfg: typing.Any) -> None:
+    check(cfg.positions in POSITIONS, "positions", f"must be one of {', '.join(POSITIONS)}, got {cfg.positions!r}")
+
+
 def learned_positions(length: int, width: int) -> nn.Parameter:
     """(length, width) learned absolute position embeddings, N(0, 0.02^2) at initialisation."""
     return nn.Parameter(torch.randn(length, width) * 0.02)
 
 
-POSITIONS = ("none", "learned", "sinusoidal")  # absolute positions an input embedding may add
+def set_positions(module: nn.Module, kind: str, length: int, width: int) -> None:
+    """`module.pos`: a learned (length, width) table, sinusoidal codes for `length` positions (a
+    buffer, not saved), or None (kind "none")."""
+    if kind == "learned":
+        module.pos = learned_positions(length, width)
+    elif kind == "sinusoidal":
+        module.register_buffer("pos", sinusoidal_positions(length, width), persistent=False)
+    else:
+        module.pos = None  # type: ignore[assignment]  # no absolute positions
 
 
-def add_positions(pos: torch.Tensor | None, length: int, width: int) -> torch.Tensor:
-    """The (length, width) absolute positions to add: the first rows of a learned table `pos`,
-    or sinusoidal ones (any length) where `pos` is None."""
-    return pos[:length] if pos is not None else sinusoidal_positions(length, width)
+def position_rows(module: nn.Module, length: int, width: int) -> torch.Tensor | None:
+    """The absolute positions of `length` positions from the `pos` that `set_positions` gave
+    `module`: a learned table ends at its own length (longer is one ArchsepError); sinusoidal
+    codes are computed beyond it when needed (length generalisation)."""
+    pos = typing.cast("torch.Tensor | None", module.pos)
+    if pos is None:
+        return None
+    if length <= pos.shape[0]:
+        return pos[:length]
+    if isinstance(pos, nn.Parameter):
+        raise ArchsepError(f"seq_len: input length {length} exceeds the model's maximum {pos.shape[0]}")
+    return sinusoidal_positions(length, width).to(pos)

@@ -11,7 +11,7 @@ from torch import nn
 from ..errors import check
 from ..tasks.base import TaskSpec
 from .base import ModelConfig, SeqModel, input_layer
-from .ops import POSITIONS, add_positions, learned_positions
+from .ops import check_positions, position_rows, set_positions
 from .registry import MODELS
 
 _CELLS = {"gru": nn.GRU, "lstm": nn.LSTM, "relu": nn.RNN, "tanh": nn.RNN}
@@ -77,13 +77,13 @@ class RNN(SeqModel):
                                 bidirectional=cfg.bidirectional, **kw)
         self.readout = nn.Linear(self.dirs * hidden, spec.output_dim)
         # (L, D) learned absolute positions (an LSTM's option; made last: no other parameter moves)
-        self.positions = getattr(cfg, "positions", "none")
-        self.pos = learned_positions(spec.seq_len, embed or spec.input_dim) if self.positions == "learned" else None
+        set_positions(self, getattr(cfg, "positions", "none"), spec.seq_len, embed or spec.input_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         e = self.embed(x)                                 # (B, L, D)
-        if self.positions != "none":
-            e = e + add_positions(self.pos, e.shape[1], e.shape[2]).to(e)
+        pos = position_rows(self, e.shape[1], e.shape[2])
+        if pos is not None:
+            e = e + pos
         h = self._elman(e) if self._which(e) == "elman" else self.rnn(e)[0]  # (B, L, dirs*H)
         return self.readout(h)
 
@@ -165,8 +165,7 @@ class LSTMConfig(ModelConfig):
         check(self.hidden >= 1, "hidden", f"must be >= 1, got {self.hidden}")
         check(self.layers >= 1, "layers", f"must be >= 1, got {self.layers}")
         check(self.embed is None or self.embed >= 1, "embed", f"must be >= 1, got {self.embed}")
-        check(self.positions in POSITIONS, "positions",
-              f"must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
+        check_positions(self)
 
     def short_name(self) -> str:
         return f"LSTM-{self.hidden}"

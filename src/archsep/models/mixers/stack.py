@@ -21,10 +21,10 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from ...errors import ArchsepError, check
+from ...errors import check
 from ...tasks.base import TaskSpec
 from ..base import SeqModel, input_layer
-from ..ops import POSITIONS, learned_positions, sinusoidal_positions
+from ..ops import check_positions, position_rows, set_positions  # noqa: F401  (check_positions: the mixers')
 
 
 def check_stack(cfg: typing.Any) -> None:
@@ -40,10 +40,6 @@ def check_widths(cfg: typing.Any) -> None:
     check(cfg.layers >= 1, "layers", f"must be >= 1, got {cfg.layers}")
     check(cfg.width >= 1, "width", f"must be >= 1, got {cfg.width}")
     check(cfg.mlp_width is None or cfg.mlp_width >= 1, "mlp_width", f"must be >= 1, got {cfg.mlp_width}")
-
-
-def check_positions(cfg: typing.Any) -> None:
-    check(cfg.positions in POSITIONS, "positions", f"must be one of {', '.join(POSITIONS)}, got {cfg.positions!r}")
 
 
 class StackConfig(Protocol):
@@ -99,12 +95,7 @@ class MixerStack(SeqModel):
         width = cfg.width
         self.max_len, self.width, self.layers = spec.seq_len, width, cfg.layers
         self.embed = input_layer(spec, width)
-        if cfg.positions == "learned":
-            self.pos = learned_positions(spec.seq_len, width)
-        elif cfg.positions == "sinusoidal":
-            self.register_buffer("pos", sinusoidal_positions(spec.seq_len, width), persistent=False)
-        else:
-            self.pos = None  # type: ignore[assignment]  # no absolute positions
+        set_positions(self, cfg.positions, spec.seq_len, width)
         self.blocks = nn.ModuleList(Block(m, width, cfg.mlp_width or 4 * width) for m in mixers)
         self.ln_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, spec.output_dim)
@@ -117,20 +108,9 @@ class MixerStack(SeqModel):
         numbers as the last position of the full output, to rounding."""
         self.readout_only = self.readout_last
 
-    def _position(self, L: int) -> torch.Tensor | None:
-        """The absolute positions of L positions: learned ones end at the task's seq_len;
-        sinusoidal codes are computed beyond it when needed (length generalisation)."""
-        if self.pos is None:
-            return None
-        if L <= self.max_len:
-            return self.pos[:L]
-        if isinstance(self.pos, nn.Parameter):
-            raise ArchsepError(f"seq_len: input length {L} exceeds the model's maximum {self.max_len}")
-        return sinusoidal_positions(L, self.width).to(self.pos)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.embed(x)  # (B, L, W)
-        pos = self._position(h.shape[1])
+        pos = position_rows(self, h.shape[1], self.width)
         if pos is not None:
             h = h + pos  # (B, L, W)
         for i, block in enumerate(self.blocks):
@@ -145,7 +125,7 @@ class MixerStack(SeqModel):
         """Position t: input (B,) tokens or (B, D) vectors and the state after t positions ->
         (B, output_dim) and the state after t+1 positions."""
         h = self.embed(x_t)  # (B, W)
-        pos = self._position(t + 1)
+        pos = position_rows(self, t + 1, self.width)
         if pos is not None:
             h = h + pos[t]
         new = []
