@@ -27,8 +27,8 @@ def test_the_committed_results_page_is_what_the_committed_summaries_render():
 def _tiny(root: Path) -> Path:
     folder = root / "lookup-fig2-cpu"
     folder.mkdir(parents=True)
-    cells = [{"label": lab, "N": N, "seed": s, "test_acc": acc} for lab, acc in (("TF-(1,64)", 0.95), ("LSTM-64", 0.25))
-             for N in (20, 100) for s in range(3)]
+    cells = [{"label": lab, "N": N, "width": 64, "seed": s, "test_acc": acc}
+             for lab, acc in (("TF-(1,64)", 0.95), ("LSTM-64", 0.25)) for N in (20, 100) for s in range(3)]
     claims = [{"kind": "control", "text": "control: TF-(1,64) learns at N=20 (mean 95.0% >= 95.0%)", "held": True,
                "verdict": "held"},
               {"kind": "control", "text": "control: LSTM-64 learns at N=20 (mean 25.0% >= 95.0%)", "held": False,

@@ -17,6 +17,9 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from ..analysis.size import accuracy_table as accuracy_table_of
+from ..results import Claim
+
 PAGE = "README.md"
 VERDICTS = ("held", "did not hold", "no verdict")
 SCRIPT = "scripts/results_page.py"
@@ -24,12 +27,9 @@ MAX_LISTED = 12  # more claims than this fold under <details>; more fits are lef
 
 
 def verdict(claim: dict) -> str:
-    """A claim's verdict: its own field, or (summaries written before the field) from `held`."""
-    v = claim.get("verdict")
-    if v in VERDICTS or v == "reversed":
-        return str(v)
-    held = claim.get("held")
-    return "held" if held is True else "did not hold" if held is False else "no verdict"
+    """A stored claim's verdict, as `Claim.verdict` says it (from `held`: summaries written before
+    the verdict field read the same)."""
+    return Claim(claim.get("kind", "claim"), claim.get("text", ""), claim.get("held")).verdict
 
 
 def read_runs(folder: Path) -> list[dict]:
@@ -40,18 +40,17 @@ def read_runs(folder: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def runs_csv(folder: Path) -> tuple[int, float | None]:
-    """(rows of runs.csv, their `wall_s` summed, None where the file has no such column)."""
-    rows = read_runs(folder)
+def run_time(rows: list[dict]) -> float | None:
+    """runs.csv's `wall_s` summed (None where the file has no such column)."""
     walls = [float(r["wall_s"]) for r in rows if r.get("wall_s") not in (None, "")]
-    return len(rows), (sum(walls) if walls else None)
+    return sum(walls) if walls else None
 
 
-def time_by_arm(folder: Path) -> str:
+def time_by_arm(rows: list[dict]) -> str:
     """The runs' own wall times summed per arm (runs.csv's label, else arch), where there are two
     arms or more."""
     by: dict[str, float] = defaultdict(float)
-    for r in read_runs(folder):
+    for r in rows:
         arm = r.get("label") or r.get("arch")
         if arm and r.get("wall_s") not in (None, ""):
             by[arm] += float(r["wall_s"])
@@ -60,12 +59,10 @@ def time_by_arm(folder: Path) -> str:
     return "run time by arm: " + ", ".join(f"{arm} {hours(t)}" for arm, t in sorted(by.items()))
 
 
-def standing(folder: Path) -> str:
-    """'current', or what the folder's PROVENANCE says it is in its first word: 'superseded' or
-    'former' (a design or claims the preset has since replaced)."""
-    prov = folder / "PROVENANCE"
-    first = prov.read_text(errors="replace").split("\n", 1)[0].strip().lower() if prov.is_file() else ""
-    if folder.name == "former" or folder.parent.name == "former" or first.startswith(("superseded", "former")):
+def standing(folder: Path, first: str) -> str:
+    """'current', or what the folder's place or its PROVENANCE's first line (`first`) says it is:
+    'superseded' or 'former' (a design or claims the preset has since replaced)."""
+    if folder.name == "former" or folder.parent.name == "former" or first.lower().startswith(("superseded", "former")):
         return "former"
     return "current"
 
@@ -90,17 +87,13 @@ def pct(x: float | None) -> str:
 def accuracy_table(d: dict) -> list[str]:
     """A size summary's mean test accuracy per model and N (over the cells that have one), with
     the best trivial baseline's row."""
-    acc: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for c in d.get("cells") or []:
-        if c.get("test_acc") is not None:
-            acc[c["label"]][c["N"]].append(float(c["test_acc"]))
+    acc = {lab: {N: v for (N, _), v in by.items()} for lab, by in accuracy_table_of(d.get("cells") or []).items()}
     Ns = sorted({n for by in acc.values() for n in by})
     if not Ns:
         return []
     out = ["| model | " + " | ".join(f"N = {n}" for n in Ns) + " |", "|---" * (len(Ns) + 1) + "|"]
     for lab in sorted(acc):
-        out.append(f"| {lab} | " + " | ".join(pct(sum(v) / len(v)) if (v := acc[lab].get(n)) else "–"
-                                               for n in Ns) + " |")
+        out.append(f"| {lab} | " + " | ".join(pct(acc[lab].get(n)) for n in Ns) + " |")
     best: dict[tuple[str, int], float] = {}
     for b in d.get("baselines") or []:
         if isinstance(b.get("N"), int) and b.get("best_acc") is not None:
@@ -149,27 +142,25 @@ def render(root: Path) -> str:
     for folder in folders(root):
         rel = folder.relative_to(root).as_posix()
         d = load(folder)
-        n_runs, wall = runs_csv(folder)
-        counts = {v: 0 for v in VERDICTS}
-        for c in d.get("claims") or []:
-            counts[verdict(c) if verdict(c) in counts else "did not hold"] += 1
-        stand = standing(folder)
-        rows.append(f"| [{rel}]({rel}/) | `{d.get('preset', '?')}` | {d.get('scale', '?')} | {stand} | {n_runs} | "
-                    f"{hours(wall)} | {counts['held']} | {counts['did not hold']} | {counts['no verdict']} |")
+        runs, line = read_runs(folder), first_line(folder)
+        claims = d.get("claims") or []
+        verdicts = [verdict(c) for c in claims]
+        stand = standing(folder, line)
+        rows.append(f"| [{rel}]({rel}/) | `{d.get('preset', '?')}` | {d.get('scale', '?')} | {stand} | {len(runs)} | "
+                    f"{hours(run_time(runs))} | " + " | ".join(str(verdicts.count(v)) for v in VERDICTS) + " |")
         sec = [f"### {rel}", ""]
         if stand == "former":
             sec += ["*Former: kept for the record; its PROVENANCE's first line says what replaced it.*", ""]
-        if (line := first_line(folder)):
+        if line:
             sec += [f"PROVENANCE: `{line}`", ""]
-        if (arms := time_by_arm(folder)):
+        if (arms := time_by_arm(runs)):
             sec += [arms, ""]
         if d.get("pending"):
             sec += [f"runs pending when written: {d['pending']}", ""]
         for extra in (accuracy_table(d), exponent_table(d)):
             if extra:
                 sec += extra + [""]
-        claims = d.get("claims") or []
-        listed = [f"- **{verdict(c)}**: {c.get('text', '').strip()}" for c in claims]
+        listed = [f"- **{v}**: {c.get('text', '').strip()}" for v, c in zip(verdicts, claims)]
         if len(listed) > MAX_LISTED:
             listed = [f"<details><summary>{len(claims)} claims</summary>", "", *listed, "", "</details>"]
         if listed:
@@ -195,9 +186,9 @@ def render(root: Path) -> str:
         head += ["Calibrations and sweeps (no preset summary; their claims, if any, are in their summary.txt):", "",
                  "| folder | runs | run time | what |", "|---|---|---|---|"]
         for folder in others:
-            n_runs, wall = runs_csv(folder)
+            runs = read_runs(folder)
             rel = folder.relative_to(root).as_posix()
-            head.append(f"| [{rel}]({rel}/) | {n_runs} | {hours(wall)} | `{first_line(folder)}` |")
+            head.append(f"| [{rel}]({rel}/) | {len(runs)} | {hours(run_time(runs))} | `{first_line(folder)}` |")
         head.append("")
     return "\n".join(head + ["## Each folder's claims", ""] + sections).rstrip() + "\n"
 
