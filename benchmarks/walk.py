@@ -45,8 +45,7 @@ class Walk(SampleComplexityExperiment):
 
 
 def layer(path: str) -> int:
-    rel = Path(path).resolve().relative_to(PKG).with_suffix("")
-    top = rel.parts[0] if len(rel.parts) > 1 else rel.parts[0]
+    top = Path(path).resolve().relative_to(PKG).with_suffix("").parts[0]  # a folder, or a root module
     return LAYERS.get("" if top == "__init__" else top, LAYERS[""])
 
 

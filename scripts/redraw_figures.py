@@ -34,7 +34,7 @@ from archsep.experiments.base import write_json
 from archsep.experiments.reproduce import remove_stale_figures
 from archsep.experiments.size import SizeExperiment
 from archsep.fileio import OWNED, atomic_write
-from archsep.reporting.results_page import read_runs
+from archsep.reporting.results_page import read_runs, run_time
 from archsep.results import Claim, Summary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,17 +107,16 @@ def rewrite_text(folder: Path, drawn: list[Path], claims: bool = False) -> list[
     as (old verdict, new verdict, new text)."""
     summary = load(folder)
     rows = read_runs(folder)
-    walls = [float(r["wall_s"]) for r in rows if r.get("wall_s") not in (None, "")]
-    if walls:
-        summary.data["runs_wall_s"] = round(sum(walls), 1)
+    if (wall := run_time(rows)) is not None:
+        summary.data["runs_wall_s"] = round(wall, 1)
     if rows and "run_id" in rows[0]:  # one row per run (a size preset's rows are cells)
         summary.data["n_runs"] = len(rows)
     exp = PRESETS.get(summary.experiment)()
     changed = []
     if claims and isinstance(exp, SizeExperiment):
+        was = [c.verdict for c in summary.claims]
         old = {(c.text, c.verdict) for c in summary.claims}
         summary.claims = exp.claims_of(summary.data, summary.scale)
-        was = [c.verdict for c in load(folder).claims]
         changed = [(was[i] if i < len(was) else "-", c.verdict, c.text) for i, c in enumerate(summary.claims)
                    if (c.text, c.verdict) not in old]
     old_txt = (folder / "summary.txt").read_text(encoding="utf-8")
