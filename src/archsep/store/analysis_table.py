@@ -16,6 +16,7 @@ STORED_KEYS = (*ANALYSIS_KEYS, "overrides")  # a preset's --set values are kept 
 
 
 def _short(value: Any) -> str:
+    """A value from outside, for an error message: its repr, cut (store/rows.py shows values so too)."""
     return shown(repr(value), 60)
 
 

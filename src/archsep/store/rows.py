@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from ..errors import ArchsepError, shown
 from ..results import RunResult, json_safe
-from .analysis_table import check_analysis
+from .analysis_table import _short, check_analysis
 
 STATUSES = ("ok", "censored", "diverged", "error")
 
@@ -117,10 +117,6 @@ def _depth(value: Any) -> int:
             if isinstance(x, (dict, list)):
                 stack.append((x, d + 1))
     return deepest if isinstance(value, (dict, list)) else 0
-
-
-def _short(value: Any) -> str:
-    return shown(repr(value), 60)
 
 
 def _int(v: Any, where: str, field: str, null: bool = True, minimum: int | None = 0) -> int | None:
