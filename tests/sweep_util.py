@@ -39,3 +39,19 @@ def env() -> dict:
 def cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([*ARCHSEP, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env(),
                           timeout=timeout)
+
+
+def search_toml(name: str = "tiny-search", seeds: int = 2, steps=(40, 80, 160), trials: int = 4, keep: float = 0.5,
+                extra: str = "") -> str:
+    """A small search: index lookup at N = 6 and 8, an LSTM searched over lr x layers, a one-layer
+    Transformer as declared (`sweeps.search`)."""
+    return (f'name = "{name}"\nseeds = {seeds}\n[base]\ntask = "index-lookup"\n'
+            'train = { eval_every = 20, eval_size = 300, test_size = 300, eval_mode = "every", keep_best = true, '
+            'threshold = 0.01, weight_decay = 0.0 }\n'
+            '[[arms]]\nlabel = "LSTM"\narch = "lstm"\nmodel_params = { hidden = 16 }\n'
+            '[[arms]]\nlabel = "TF"\narch = "tf-preln"\n'
+            'model_params = { layers = 1, width = 16, heads = 1, positions = "learned", causal = true }\n'
+            '[grid]\n"task_params.N" = [6, 8]\n'
+            f'[search]\nsteps = {list(steps)}\nkeep = {keep}\ntrials = {trials}\n'
+            '[search.axes]\n"train.lr" = [1e-2, 3e-3, 1e-3]\n'
+            '[search.arms.LSTM]\n"model_params.layers" = [1, 2]\n' + extra)

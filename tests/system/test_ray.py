@@ -98,3 +98,22 @@ def test_ray_tasks_stop_when_the_driver_is_killed(cluster, tmp_path):
     while busy_workers() and time.time() < deadline:
         time.sleep(0.5)
     assert not busy_workers()
+
+
+def test_a_search_on_ray_draws_trains_and_promotes_as_on_the_local_pool(cluster, tmp_path):
+    """A search's trials, promotions and winners (issue 52): the same on the cluster as on one
+    local worker, because promotions read only stored results, which do not depend on the executor."""
+    from archsep.runs.launch import Launch
+    from archsep.runs.search import run_search
+    from sweep_util import search_toml
+
+    s = sw.parse(search_toml(name="search-ray"))
+    outs = {}
+    for name, kw in (("local", {"workers": 1}), ("ray", {"workers": 2, "executor": "ray"})):
+        out = run_search(s, Launch(tmp_path / name, progress=False, **kw).check())
+        for cell in out["cells"]:
+            for r in cell["runs"] + [t["last"] for t in cell.get("trials", [])]:
+                r.pop("wall_s", None)
+        outs[name] = out
+    assert outs["local"] == outs["ray"]
+    assert {c["winner"] for c in outs["ray"]["cells"] if c["searched"]} <= {0, 1, 2, 3}

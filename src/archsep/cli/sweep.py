@@ -96,6 +96,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         sys.stdout.write(s.source)
         return 0
     out = Path(a.out) if a.out else default_dir(s.name, "set" if s.preset else f"{s.origin}: name")
+    if s.search is not None:
+        return _search(s, a, launch, out)
     if a.dry_run:
         print(f"{printable(s.name)}: {len(s.configs)} run(s), sweep id {s.sweep_id}")
         for c in s.configs:
@@ -111,6 +113,42 @@ def cmd_sweep(a: argparse.Namespace) -> int:
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     print(f"  next: archsep status {out}; archsep report {out} -o {out / 'report.html'}")
     return errors_exit(results, out)
+
+
+def _search(s, a: argparse.Namespace, launch, out: Path) -> int:
+    """A sweep file with a [search]: its price (--dry-run), or the search, rung after rung."""
+    import dataclasses
+
+    from ..runs.executors import cores
+    from ..runs.search import price, price_report, run_search, table
+    from ..store import DB_NAME, open_store
+
+    if a.dry_run:
+        first = s.configs
+        print(f"{printable(s.name)}: a search; {len(first)} run(s) first, sweep id {s.sweep_id}")
+        for c in first[:20]:
+            print(f"  {c.run_id}  {printable(c.label or c.arch):<6} {json.dumps(c.task_params, sort_keys=True)} "
+                  f"{json.dumps(c.model_params, sort_keys=True)} lr={c.train.lr:g} seed={c.seed}")
+        if len(first) > 20:
+            print(f"  ... and {len(first) - 20} more")
+        finished: set[str] = set()
+        if (out / DB_NAME).exists():
+            with open_store(out, create=False) as store:
+                finished = store.finished_ids()
+        est = price(s.search, a.workers or cores(), finished)
+        print("\n".join(printable(line) for line in price_report(s.name, s.search, est).splitlines()))
+        return 0
+    result = run_search(s, dataclasses.replace(launch, out=out))
+    print(f"{s.name}: search done in {out} ({out / 'search.json'}):")
+    for line in table(result).splitlines():
+        print(printable(line))
+    runs = [r for cell in result["cells"] for r in cell["runs"]]
+    errors = [r for r in runs if r["status"] == "error"]
+    if errors:
+        print(f"archsep: error: {len(errors)} of the winners' {len(runs)} run(s) ended in error; see "
+              f"`archsep status {out}`", file=sys.stderr)
+        return ERROR_EXIT
+    return 0
 
 
 ERROR_EXIT = 3  # some runs of the invocation ended in error (2: a mistake in the input)

@@ -10,6 +10,16 @@ runs then give **the same numbers** as runs never interrupted (tests/engine/test
 `wall_s` counts the training time of every part, and `extra["resumed_at"]` lists the steps
 they went on from. The file is named by the group's first run id.
 
+**Ends** (`Checkpoints.ends`, a search's trials: `sweeps.search`): a run that trains to the end
+of its budget also keeps its state at that last step, in OUT/checkpoints/ends/<prefix>-<step>.pt,
+where <prefix> names its config without its budget (`prefix_key`). The same run with a larger
+budget, trained later with ends on, goes on from the longest such state below its own budget
+instead of from step 0, and gives **the same numbers** as the larger run trained from the start
+(tests/engine/test_checkpoint_ends.py): a constant learning rate and a schedule of evaluations
+that does not look at the budget (`continuable`: eval_mode "every", no learning-rate race) make a
+run's first steps the same whatever its budget. Ends are kept until their owner (the search)
+removes them (`discard_ends`).
+
 The file is data: it is read with `torch.load(weights_only=True)` (tensors, numbers, strings,
 lists and dicts; never a pickled object, so reading it runs no code), and used only when it
 names this run's exact config and the same archsep and torch versions; anything else (another
@@ -42,21 +52,51 @@ UNREADABLE = (OSError, RuntimeError, EOFError, ValueError, TypeError, KeyError, 
               IndexError, UnicodeDecodeError, RecursionError, pickle.UnpicklingError, zipfile.BadZipFile)
 
 
+ENDS = "ends"  # OUT/checkpoints/ends/<prefix key>-<step>.pt
+
+
 @dataclass(frozen=True)
 class Checkpoints:
     """Where a run's checkpoint goes and how often (seconds of its training between saves;
-    0: at every scheduled evaluation)."""
+    0: at every scheduled evaluation; inf: never). With `ends`, a run that trains to its budget
+    also keeps its last state for the same run with a larger budget (see the module's text)."""
 
     dir: str
     every_s: float
+    ends: bool = False
 
     def path(self, run_id: str) -> Path:
         return Path(self.dir) / f"{run_id}.pt"
 
+    def end_path(self, cfg: RunConfig, step: int) -> Path:
+        return Path(self.dir) / ENDS / f"{prefix_key(cfg)}-{step}.pt"
+
     @classmethod
-    def beside(cls, out: str | Path, every_s: float = 0.0) -> "Checkpoints":
+    def beside(cls, out: str | Path, every_s: float = 0.0, ends: bool = False) -> "Checkpoints":
         """The checkpoints of the store in folder `out` (OUT/checkpoints)."""
-        return cls(str(Path(out) / DIR_NAME), every_s)
+        return cls(str(Path(out) / DIR_NAME), every_s, ends)
+
+
+def continuable(cfg: RunConfig) -> bool:
+    """Whether a run's first steps are the same whatever its budget, so that a larger budget can
+    go on from its end: evaluations at every scheduled point (the progressive schedule forces a
+    full one at a run's last step) and no learning-rate race (its rungs are fractions of the
+    budget). The learning rate is constant in every run."""
+    return cfg.train.eval_mode == "every" and not cfg.train.halving_lrs
+
+
+def _budgetless(cfg: RunConfig) -> dict:
+    d = json.loads(json.dumps(cfg.to_dict()))
+    d["train"]["budget"] = None
+    d.pop("label", None)  # not part of a run's identity
+    return d
+
+
+def prefix_key(cfg: RunConfig) -> str:
+    """The identity of a run without its budget: every run that differs from it only there."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(_budgetless(cfg), sort_keys=True).encode()).hexdigest()[:20]
 
 
 def _archsep_version() -> str:
@@ -106,6 +146,74 @@ def load(ck: Checkpoints, cfgs: Sequence[RunConfig]) -> dict[str, Any] | None:
     if any(saved.get(k) != v for k, v in _identity(cfgs).items()):
         return None
     return saved["state"]
+
+
+def save_end(ck: Checkpoints, cfg: RunConfig, step: int, state: dict[str, Any]) -> bool:
+    """Keep the state of run `cfg` at its last step `step` (its budget), for the same run with a
+    larger budget (`load_end`). As `save`: never a reason to fail, False where not written."""
+    d = Path(ck.dir)
+    try:
+        if d.is_symlink() or (d / ENDS).is_symlink():
+            return False
+        (d / ENDS).mkdir(parents=True, exist_ok=True)
+        ident = {**_identity([cfg]), "configs": json.dumps(_budgetless(cfg), sort_keys=True)}
+        atomic_write(ck.end_path(cfg, step), lambda f: torch.save({**ident, "state": state}, f),
+                     field="checkpoint", binary=True)
+    except (ArchsepError, OSError):
+        return False
+    return True
+
+
+def _end_steps(ck: Checkpoints, cfg: RunConfig) -> list[int]:
+    """The steps of the kept ends of `cfg`'s prefix, below its own budget, longest first."""
+    d = Path(ck.dir) / ENDS
+    if not d.is_dir() or d.is_symlink():
+        return []
+    key, top = prefix_key(cfg), cfg.train.budget // cfg.train.batch_size
+    steps = []
+    for p in d.glob(f"{key}-*.pt"):
+        tail = p.name[len(key) + 1:-3]
+        if tail.isascii() and tail.isdigit() and 0 < int(tail) < top and p.is_file() and not p.is_symlink():
+            steps.append(int(tail))
+    return sorted(steps, reverse=True)
+
+
+def load_end(ck: Checkpoints, cfg: RunConfig) -> dict[str, Any] | None:
+    """The state a run goes on from: the longest kept end of the same run with a smaller budget
+    (`save_end`), or None. A file that does not name this run's prefix, archsep and torch is
+    ignored, as `load` ignores one."""
+    if not continuable(cfg):
+        return None
+    ident = {**_identity([cfg]), "configs": json.dumps(_budgetless(cfg), sort_keys=True)}
+    for step in _end_steps(ck, cfg):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                saved = torch.load(io.BytesIO(ck.end_path(cfg, step).read_bytes()), map_location="cpu",
+                                   weights_only=True)
+        except UNREADABLE:
+            continue
+        if (isinstance(saved, dict) and isinstance(saved.get("state"), dict)
+                and all(saved.get(k) == v for k, v in ident.items()) and saved["state"].get("step") == step):
+            return saved["state"]
+    return None
+
+
+def end_step(ck: Checkpoints, cfg: RunConfig) -> int:
+    """The step run `cfg` would go on from (0: from the start); reads only file names."""
+    steps = _end_steps(ck, cfg) if continuable(cfg) else []
+    return steps[0] if steps else 0
+
+
+def discard_ends(ck: Checkpoints, cfgs: Sequence[RunConfig]) -> None:
+    """Remove the kept end of each of `cfgs` at its own budget (no link is followed)."""
+    d = Path(ck.dir) / ENDS
+    if Path(ck.dir).is_symlink() or d.is_symlink() or not d.is_dir():
+        return
+    for c in cfgs:
+        p = ck.end_path(c, c.train.budget // c.train.batch_size)
+        if p.is_file() and not p.is_symlink():
+            p.unlink(missing_ok=True)
 
 
 def _saved(ck: Checkpoints, run_id: str, config: dict) -> tuple[int | None, list]:
@@ -167,8 +275,12 @@ def tidy(ck: Checkpoints) -> None:
     d = Path(ck.dir)
     if not d.is_dir() or d.is_symlink():
         return
-    for p in d.glob(".*.pt.*.tmp"):
-        if p.is_file() and not p.is_symlink():
-            p.unlink(missing_ok=True)
+    ends = d / ENDS
+    for folder in (d, ends) if ends.is_dir() and not ends.is_symlink() else (d,):
+        for p in folder.glob(".*.pt.*.tmp"):
+            if p.is_file() and not p.is_symlink():
+                p.unlink(missing_ok=True)
+    if ends.is_dir() and not ends.is_symlink() and not any(ends.iterdir()):
+        ends.rmdir()
     if not any(d.iterdir()):
         d.rmdir()

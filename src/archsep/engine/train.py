@@ -54,6 +54,7 @@ def train_many(configs: list[RunConfig], stack: bool = True, checkpoints: Checkp
     (`engine.checkpoint`)."""
     out: dict[int, RunResult] = {}
     groups: dict[str, list[int]] = {}
+    stack = stack and not (checkpoints is not None and checkpoints.ends)  # an end is one run's state
     for i, c in enumerate(configs):
         groups.setdefault(group_key(c) if stack else str(i), []).append(i)
     for idx in groups.values():
@@ -281,6 +282,9 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool, checkpoints: Chec
     # the group keeps a checkpoint (engine/checkpoint.py) and goes on from one it saved
     saved = checkpoint.load(checkpoints, cfgs) if checkpoints is not None and resume else None
     start = 0
+    ends = checkpoints is not None and checkpoints.ends and len(cfgs) == 1 and checkpoint.continuable(cfgs[0])
+    if saved is None and ends and resume:  # the same run with a smaller budget, kept at its end
+        saved = checkpoint.load_end(checkpoints, cfgs[0])  # type: ignore[arg-type]
     if saved is not None:
         try:
             start, active, race_of = _restore(tracks, stack, saved)
@@ -330,6 +334,9 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool, checkpoints: Chec
             checkpoint.save(checkpoints, cfgs, _state(tracks, active, race_of, stack, step))
             last_save = time.perf_counter()
     else:
+        if ends and active:  # trained to its budget: a larger budget goes on from here
+            checkpoint.save_end(checkpoints, cfgs[0], max_steps,  # type: ignore[arg-type]
+                                _state(tracks, active, race_of, stack, max_steps))
         for k, tr in enumerate(active):
             _finish(tr, k, stack, dev)
     return [tr.result(max_steps) for tr in tracks]

@@ -20,6 +20,9 @@ class Launch:
     retry_errors: bool = False  # rerun stored runs whose status is error
     log: str | None = None  # mirror finished runs to mlflow | tensorboard under `out`
     progress: bool = True
+    # keep each run's state at the end of its budget, for the same run with a larger budget (a
+    # search's promoted trials: engine/checkpoint.py, "Ends")
+    ends: bool = False
     checked: bool = dataclasses.field(default=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -6,6 +6,7 @@ executor (`local` process pool or `ray`) only computes; this process alone write
 """
 from __future__ import annotations
 
+import math
 import sqlite3
 import sys
 from pathlib import Path
@@ -87,7 +88,9 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
     for c in configs:  # a run that could not fit in memory is refused before anything is made
         check_memory(c)
     every = checkpoint_every()  # a long run's checkpoints go beside its store (engine/checkpoint.py)
-    ck = Checkpoints.beside(out_dir, every) if out_dir is not None and every is not None else None
+    if every is None and launch.ends:
+        every = math.inf  # no saves while training, but the ends a search goes on from
+    ck = Checkpoints.beside(out_dir, every, launch.ends) if out_dir is not None and every is not None else None
     store: Store | None = open_store(out_dir) if out_dir is not None else None
     try:
         if log is not None:

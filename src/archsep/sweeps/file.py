@@ -50,10 +50,12 @@ from ..registry import _coerce, init_fields
 from ..store.analysis_table import RUN_KEYS, check_analysis
 from .flat import _describe, _nest
 from .match import Matcher
+from .search import Search
+from .search import plan as plan_search
 
 PARAM_TABLES = ("task_params", "model_params", "train")
 
-TOP_KEYS = ("name", "description", "imports", "seeds", "base", "arms", "grid", "match", "analysis")
+TOP_KEYS = ("name", "description", "imports", "seeds", "base", "arms", "grid", "match", "analysis", "search")
 MAX_RUNS = 100_000  # runs per sweep
 MAX_FILE_BYTES = 2_000_000  # a sweep file's size
 PROGRESS_FROM = 5_000  # plans of this many runs show a progress line while they are built
@@ -69,6 +71,9 @@ class Sweep:
     quick: bool = False
     analysis: dict = field(default_factory=dict)
     matches: list[dict] = field(default_factory=list)  # [match]: each matched arm's width per grid point
+    # [search] (`sweeps.search`): then `configs` are what runs first (the first rung's trials and
+    # the arms not searched), and `runs.search` runs the rest
+    search: Search | None = None
 
     @property
     def sweep_id(self) -> str:
@@ -205,6 +210,13 @@ def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", devic
     for k, values in axes.items():
         axes[k] = [_check_value(k, v, f"grid.{k}[{i}]", tasks, archs, where) for i, v in enumerate(values)]
 
+    if "search" in doc:
+        if "match" in doc:
+            raise ArchsepError(f"{where}: match: a search chooses each arm's size itself; drop [match] or [search]")
+        search = plan_search(doc["search"], base, arms, labels, axes, seeds, where,
+                             lambda k, v, loc: _check_value(k, v, loc, tasks, archs, where))
+        _check_separations(analysis, set(map(str, labels)), where)
+        return Sweep(name, search.first_rung(), text, origin, analysis=analysis, search=search)
     matcher = Matcher(doc["match"], base, arms, labels, where) if "match" in doc else None
     configs: list[RunConfig] = []
     seen: dict[str, str] = {}
@@ -247,14 +259,17 @@ def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", devic
             bar.close()
     if not configs:
         raise ArchsepError(f"{where}: grid: the sweep has no runs")
-    known = {c.label or c.arch for c in configs}
+    _check_separations(analysis, {c.label or c.arch for c in configs}, where)
+    return Sweep(name, configs, text, origin, analysis=analysis, matches=matcher.found if matcher else [])
+
+
+def _check_separations(analysis: dict, known: set, where: str) -> None:
     for i, pair in enumerate(analysis["separations"]):
         for lab in pair:
             if lab not in known:
                 raise ArchsepError(f"{where}: analysis.separations[{i}]: no arm is labelled '{lab}'"
                                    f"{closest(lab, [str(k) for k in known])}; labels: "
                                    f"{', '.join(sorted(map(str, known)))}")
-    return Sweep(name, configs, text, origin, analysis=analysis, matches=matcher.found if matcher else [])
 
 
 def labels_of(base: dict, arms: list[dict]) -> list:

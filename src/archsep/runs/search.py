@@ -1,0 +1,188 @@
+"""Running a sweep file's search (`sweeps.search`): rung after rung, every trial an ordinary run
+in the store, then each cell's winner with every seed; and its price before anything runs.
+
+A rung's runs go to the executor together (every cell at once), so a rung is as parallel as the
+executor allows; the promotions read only the store's results, which are the same on the local
+pool and on Ray, so the trials, promotions and winners are too. Killed, the same command goes on:
+the finished runs of every rung are in the store, a run cut short goes on from its checkpoint,
+and a promoted trial from its end at the rung before (kept in OUT/checkpoints/ends until the
+search no longer needs it). What the search found is written to OUT/search.json (`outcome`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..config import RunConfig
+from ..engine.checkpoint import Checkpoints, discard_ends, tidy
+from ..fileio import atomic_write
+from ..results import RunResult
+from ..sweeps.file import Sweep
+from ..sweeps.search import Search, finished_early, rank
+from .launch import Launch
+from .runner import launch_runs
+
+OUTCOME = "search.json"
+
+
+def _brief(r: RunResult | None) -> dict[str, Any]:
+    if r is None:
+        return {"status": "missing"}
+    return {"run_id": r.run_id, "status": r.status, "best_metric": r.best_metric, "best_samples": r.best_samples,
+            "test_metric": r.test_metric, "wall_s": r.wall_s,
+            "steps": int(r.config["train"]["budget"]) // int(r.config["train"]["batch_size"])}
+
+
+def _rung_sweep(sweep: Sweep, what: str, configs: Sequence[RunConfig]) -> Sweep:
+    return Sweep(f"{sweep.name}.{what}", list(configs), sweep.source, sweep.origin, preset=sweep.preset,
+                 quick=sweep.quick, analysis=sweep.analysis)
+
+
+def run_search(sweep: Sweep, launch: Launch) -> dict[str, Any]:
+    """Run `sweep`'s search into `launch.out` and return its outcome (also OUT/search.json with
+    an output directory): per cell, every trial's result at each rung it reached, the promotions,
+    and the winner with its runs at every seed."""
+    search = sweep.search
+    assert search is not None
+    launch = dataclasses.replace(launch, ends=True)
+    cells = search.cells
+    latest: dict[int, dict[int, RunResult]] = {c: {} for c, cell in enumerate(cells) if cell.searched}
+    alive = {c: list(range(len(cells[c].flats))) for c in latest}
+    rungs: dict[int, list[dict]] = {c: [] for c in latest}
+    ck = Checkpoints.beside(launch.out, math.inf, ends=True) if launch.out is not None else None
+    for r, steps in enumerate(search.steps):
+        todo = [(c, t) for c in alive for t in alive[c]
+                if t not in latest[c] or not finished_early(latest[c][t], search.steps[r - 1])]
+        configs = [search.config(c, t, r) for c, t in todo]
+        desc = f"{sweep.name}: rung {r + 1}/{len(search.steps)} ({steps} steps)"
+        results = launch_runs(configs, launch, desc=desc, sweep=_rung_sweep(sweep, f"rung{r + 1}", configs))
+        for (c, t), res in zip(todo, results):
+            latest[c][t] = res
+        trained = set(todo)
+        for c in alive:
+            order = rank([(t, latest[c].get(t)) for t in alive[c]])
+            keep = sorted(order[:search.promoted(len(order))]) if r + 1 < len(search.steps) else order[:1]
+            rungs[c].append({"steps": steps, "trained": [t for t in alive[c] if (c, t) in trained],
+                             "ranked": order, "promoted": keep if r + 1 < len(search.steps) else []})
+            if ck is not None:  # ends no longer needed: superseded ones, and those of trials that stop here
+                old = [search.config(c, t, r - 1) for t in alive[c] if r and (c, t) in trained]
+                stop = [search.config(c, t, r) for t in alive[c] if t not in keep or r + 1 == len(search.steps)]
+                discard_ends(ck, old + stop)
+            alive[c] = keep
+    # the winners at every seed, and the arms not searched
+    final: list[tuple[int, int, int]] = []  # (cell, trial, seed)
+    for c in range(len(cells)):
+        t = alive[c][0] if c in alive else 0
+        final += [(c, t, s) for s in search.seeds]
+    configs = [search.config(c, t, None, s) for c, t, s in final]
+    results = launch_runs(configs, launch, desc=f"{sweep.name}: winners", sweep=_rung_sweep(sweep, "winners", configs))
+    if ck is not None:
+        discard_ends(ck, configs)
+        tidy(ck)
+    out = outcome(search, latest, rungs, dict(zip(final, results)))
+    if launch.out is not None:
+        atomic_write(Path(launch.out) / OUTCOME, json.dumps(out, indent=1, sort_keys=True) + "\n", field="out")
+    return out
+
+
+def outcome(search: Search, latest: dict[int, dict[int, RunResult]], rungs: dict[int, list[dict]],
+            final: dict[tuple[int, int, int], RunResult]) -> dict[str, Any]:
+    cells_out = []
+    for c, cell in enumerate(search.cells):
+        runs = {s: r for (cc, t, s), r in final.items() if cc == c}
+        winner = next(t for (cc, t, _s) in final if cc == c)
+        entry: dict[str, Any] = {"label": cell.label, "point": cell.point, "searched": cell.searched,
+                                 "runs": [{"seed": s, **_brief(r)} for s, r in sorted(runs.items())]}
+        if cell.searched:
+            entry.update(winner=winner, winner_params=cell.params(winner), rungs=rungs[c],
+                         trials=[{"trial": t, "params": cell.params(t), "last": _brief(latest[c].get(t))}
+                                 for t in range(len(cell.flats))])
+        cells_out.append(entry)
+    return {"search": search.describe(), "cells": cells_out}
+
+
+def table(out: dict[str, Any]) -> str:
+    """What a search found, one line per cell: the winner's configuration and its runs."""
+    lines = []
+    for cell in out["cells"]:
+        point = " ".join(f"{k.split('.')[-1]}={v}" for k, v in cell["point"].items())
+        accs = [1 - r["best_metric"] for r in cell["runs"] if r.get("best_metric") is not None]
+        tests = [1 - r["test_metric"] for r in cell["runs"] if r.get("test_metric") is not None]
+        what = (", ".join(f"{k.split('.')[-1]}={v}" for k, v in cell["winner_params"].items())
+                if cell["searched"] else "not searched")
+        acc = (f"best validation {min(accs):.3f}-{max(accs):.3f}" if accs else "no evaluation") + (
+            f", test {min(tests):.3f}-{max(tests):.3f}" if tests else "")
+        lines.append(f"  {cell['label']:<14} {point:<10} {what:<44} {len(cell['runs'])} seed(s): {acc}")
+    return "\n".join(lines)
+
+
+# --- its price ---------------------------------------------------------------------------------
+def price(search: Search, workers: int, finished: set[str]) -> dict[str, Any]:
+    """The whole search's cost at its worst: at each rung the trials that go on are the most
+    expensive ones, none stops early, every winner trains every seed. Runs finished in the store
+    (`finished`) cost nothing; a promoted trial costs its steps after the rung before.
+    Rungs run one after another: the wall time is each rung's, over `workers`, summed."""
+    from .cost import run_seconds, step_costs
+
+    cells = search.cells
+    shapes = [search.config(c, t, None) for c, cell in enumerate(cells) for t in range(len(cell.flats))]
+    step_costs(shapes, workers=workers)  # each shape timed once (or read from the cache)
+
+    def cost(cfg: RunConfig, steps: int) -> tuple[float, float]:
+        return (0.0, 0.0) if cfg.run_id in finished else run_seconds(cfg, steps)
+
+    per_arm: dict[str, dict[str, float]] = {}
+    walls, gpu_total, prev = [], 0.0, 0
+    for r, (steps, n) in enumerate(zip(search.steps, search.schedule())):
+        rung_cpu, longest = 0.0, 0.0
+        for c, cell in enumerate(cells):
+            if not cell.searched:
+                continue
+            costs = sorted((cost(search.config(c, t, r), steps - prev) for t in range(len(cell.flats))),
+                           reverse=True)[:n]
+            arm = per_arm.setdefault(cell.label, {"cpu_s": 0.0, "gpu_s": 0.0, "runs": 0})
+            arm["cpu_s"] += sum(x for x, _ in costs)
+            arm["gpu_s"] += sum(g for _, g in costs)
+            arm["runs"] += n
+            rung_cpu += sum(x for x, _ in costs)
+            gpu_total += sum(g for _, g in costs)
+            longest = max([longest] + [x for x, _ in costs])
+        walls.append(max(rung_cpu / max(1, workers), longest))
+        prev = steps
+    last_cpu, longest = 0.0, 0.0
+    for c, cell in enumerate(cells):
+        arm = per_arm.setdefault(cell.label, {"cpu_s": 0.0, "gpu_s": 0.0, "runs": 0})
+        seeds = search.seeds[1:] if cell.searched else search.seeds  # the first seed's winner is a trial
+        for s in seeds:
+            x, g = max(cost(search.config(c, t, None, s), search.steps[-1]) for t in range(len(cell.flats)))
+            arm["cpu_s"] += x
+            arm["gpu_s"] += g
+            arm["runs"] += 1
+            last_cpu += x
+            gpu_total += g
+            longest = max(longest, x)
+    walls.append(max(last_cpu / max(1, workers), longest))
+    return {"arms": per_arm, "schedule": search.schedule(), "steps": list(search.steps),
+            "cpu_core_s": sum(a["cpu_s"] for a in per_arm.values()), "cpu_wall_s": sum(walls),
+            "gpu_s": gpu_total, "workers": workers}
+
+
+def price_report(name: str, search: Search, est: dict[str, Any]) -> str:
+    from .cost import GPU, hms
+
+    arms = len({c.label for c in search.cells if c.searched})
+    per_arm = len(search.cells) // max(1, len({c.label for c in search.cells}))
+    lines = [f"{name}: a search over {arms} arm(s) x {per_arm} "
+             f"cell(s): {search.trials} trials per arm and cell, rungs at {est['steps']} steps, at most "
+             f"{est['schedule']} trials trained at each (keep {search.keep:g}); each winner with "
+             f"{len(search.seeds)} seed(s). Priced at its worst: the most expensive trials go on and none stops early"]
+    w = max([4] + [len(k) for k in est["arms"]]) + 2
+    lines.append(f"  {'arm':<{w}}{'runs':>6}{'CPU core-time':>15}{'GPU time':>10}")
+    for lab, a in est["arms"].items():
+        lines.append(f"  {lab:<{w}}{a['runs']:>6}{hms(a['cpu_s']):>15}{hms(a['gpu_s']):>10}")
+    lines.append(f"  total: on this machine about {hms(est['cpu_wall_s'])} with {est['workers']} worker(s), rung after "
+                 f"rung ({hms(est['cpu_core_s'])} of one core); on {GPU['name']} about {hms(est['gpu_s'])}")
+    return "\n".join(lines)

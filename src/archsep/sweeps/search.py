@@ -1,0 +1,291 @@
+"""A search in a sweep file: every searched arm's best configuration per cell, by successive
+halving over a space of what the papers vary (layers, width, learning rate), chosen on
+validation. The `[search]` table of a sweep file:
+
+    seeds = 3                      # the winners train with these seeds; the trials with the first
+    [grid]                         # the cells: each arm x grid point has its own search
+    "task_params.N" = [20, 50]
+    [search]
+    steps = [2000, 8000, 32000]    # the rungs: steps a trial trains to; the last is every run's budget
+    keep = 0.25                    # the share of a cell's trials that goes on at each rung (rounded up)
+    trials = 12                    # configurations drawn per searched arm: the same for every arm
+    seed = 0                       # the draw's seed
+    [search.axes]                  # searched in every arm named under search.arms
+    "train.lr" = [1e-2, 1e-3, 1e-4]
+    "model_params.layers" = [1, 2, 4]
+    [search.arms.LSTM]             # an arm's own axes, by its label; an arm not named is not searched:
+    "model_params.hidden" = [64, 256]  # it trains as declared, at the last rung's budget, every seed
+
+Each searched arm draws `trials` points of its space (the product of the axes) without
+replacement, from a generator seeded by the search's seed and the arm's label: the same trials in
+every cell and on every machine. Every arm of a comparison gets the same number of trials and the
+same rungs: the same search budget. A trial at a rung is an ordinary run (its budget is the rung's
+steps), stored by its config's hash; a promoted trial goes on from its end at the rung before
+(`engine.checkpoint`, "Ends"), so it costs only the steps between the rungs, and gives the numbers
+it would give trained from the start. A trial that stopped before its rung's end (its threshold,
+a plateau, divergence) keeps that result at every later rung.
+
+At each rung but the last, a cell's trials still in the search are ranked by their best held-out
+metric, then the samples it took to get there, then their order (`rank`), and the first
+ceil(keep x n) go on. After the last rung the first is the cell's winner, and its configuration
+trains at the last rung's budget with every seed of the sweep (the first seed's run is the trial
+itself where it reached the last rung). The driver is `runs.search`.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ..config import RunConfig
+from ..errors import ArchsepError, closest
+from ..results import RunResult
+from .flat import _check_table, _describe, _nest
+
+SEARCH_KEYS = ("steps", "keep", "trials", "seed", "axes", "arms")
+SEARCHABLE = ("train", "model_params")  # a cell's task is not searched: its parameters are grid axes
+NOT_SEARCHED = ("train.budget", "train.halving_lrs", "train.halving_rungs", "train.device")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One arm at one grid point: its trials (flat configs without budget or seed), or, for an
+    arm that is not searched, its one configuration."""
+
+    label: str
+    point: dict[str, Any]  # the grid's values here
+    flats: list[dict[str, Any]]  # a searched arm: one per trial; else one
+    searched: bool
+    space: dict[str, list] = field(default_factory=dict)  # the searched axes (searched arms)
+
+    @property
+    def name(self) -> str:
+        return " ".join([self.label] + [f"{k.split('.')[-1]}={v}" for k, v in self.point.items()])
+
+    def params(self, trial: int) -> dict[str, Any]:
+        """A trial's point in its space."""
+        return {k: self.flats[trial][k] for k in self.space}
+
+
+@dataclass(frozen=True)
+class Search:
+    steps: tuple[int, ...]
+    keep: float
+    trials: int
+    seed: int
+    seeds: tuple[int, ...]
+    cells: list[Cell]
+    batch_sizes: dict[int, int] = field(default_factory=dict)  # cell index -> its batch size
+
+    def config(self, c: int, trial: int, rung: int | None = None, seed: int | None = None) -> RunConfig:
+        """Cell c's trial (its only configuration, for an arm not searched) at a rung (None: the
+        last) with a seed (None: the trials' seed, the sweep's first)."""
+        steps = self.steps[-1 if rung is None else rung]
+        flat = {**self.cells[c].flats[trial], "seed": self.seeds[0] if seed is None else seed,
+                "train.budget": steps * self.batch_sizes[c]}
+        return RunConfig.from_dict(_nest(flat))
+
+    def first_rung(self) -> list[RunConfig]:
+        """What runs first: every trial at the first rung, and the arms not searched."""
+        out = []
+        for c, cell in enumerate(self.cells):
+            if cell.searched:
+                out += [self.config(c, t, 0) for t in range(len(cell.flats))]
+            else:
+                out += [self.config(c, 0, None, s) for s in self.seeds]
+        return out
+
+    def promoted(self, n: int) -> int:
+        """How many of n trials go on at a rung."""
+        return max(1, math.ceil(self.keep * n))
+
+    def schedule(self) -> list[int]:
+        """Trials trained at each rung, at most (none stopping early)."""
+        out, n = [], self.trials
+        for _ in self.steps:
+            out.append(n)
+            n = self.promoted(n)
+        return out
+
+    def describe(self) -> dict:
+        """The search as a summary states it: each searched arm's space, the budget, the schedule."""
+        arms: dict[str, dict] = {}
+        for cell in self.cells:
+            if cell.searched:
+                arms.setdefault(cell.label, {"space": cell.space, "trials": len(cell.flats)})
+        return {"steps": list(self.steps), "keep": self.keep, "trials": self.trials, "seed": self.seed,
+                "seeds": list(self.seeds), "arms": arms, "schedule": self.schedule()}
+
+
+def rank_key(r: RunResult | None, index: int) -> tuple:
+    """A trial's place in its cell (smaller is better): best held-out metric, then the samples it
+    took to get there, then its order; a failed run or one with no evaluation last."""
+    if r is None or r.status == "error" or r.best_metric is None or not math.isfinite(r.best_metric):
+        return (math.inf, math.inf, index)
+    return (r.best_metric, r.best_samples if r.best_samples is not None else math.inf, index)
+
+
+def rank(results: Sequence[tuple[int, RunResult | None]]) -> list[int]:
+    """Trial indices, best first, from (trial index, its latest result) pairs."""
+    return [i for i, r in sorted(results, key=lambda ir: rank_key(ir[1], ir[0]))]
+
+
+def finished_early(r: RunResult, steps: int) -> bool:
+    """Whether a trial's run stopped before its rung's end (its threshold, a plateau, divergence,
+    an error): it trains no more, and its result stands at every later rung."""
+    if r.status != "censored":
+        return True
+    return bool(r.samples is not None and r.samples < steps * int(r.config["train"]["batch_size"]))
+
+
+def draw(space: dict[str, list], trials: int, seed: int, label: str) -> list[dict[str, Any]]:
+    """`trials` points of the product of `space`'s axes, without replacement, in the product's
+    order; the generator is seeded by the search's seed and the arm's label."""
+    keys = list(space)
+    points = list(itertools.product(*(space[k] for k in keys)))
+    h = int(hashlib.sha256(f"archsep-search:{seed}:{label}".encode()).hexdigest()[:16], 16)
+    chosen = sorted(random.Random(h).sample(range(len(points)), trials)) if trials < len(points) \
+        else list(range(len(points)))
+    return [dict(zip(keys, points[i])) for i in chosen]
+
+
+def _int_list(v: Any, field_: str, where: str) -> tuple[int, ...]:
+    ok = isinstance(v, list) and bool(v) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v)
+    if not ok or list(v) != sorted(set(v)):
+        raise ArchsepError(f"{where}: {field_}: expected increasing step counts >= 1, e.g. [2000, 8000, 32000], "
+                           f"got {v!r}")
+    return tuple(v)
+
+
+def _space(table: Any, loc: str, where: str, check: Callable[[str, Any, str], Any]) -> dict[str, list]:
+    if not isinstance(table, dict):
+        raise ArchsepError(f"{where}: {loc}: expected a table of axes, e.g. {{ \"train.lr\" = [1e-3, 1e-4] }}, "
+                           f"got {table!r}")
+    out: dict[str, list] = {}
+
+    def walk(prefix: str, t: dict) -> None:
+        for k, v in t.items():
+            key = f"{prefix}{k}"
+            head = key.split(".")[0]
+            if isinstance(v, dict) and head in SEARCHABLE and "." not in key:
+                walk(key + ".", v)
+                continue
+            if head not in SEARCHABLE or key.count(".") != 1:
+                raise ArchsepError(f"{where}: {loc}.{key}: a search varies 'train.X' or 'model_params.X'"
+                                   f"{closest(head, SEARCHABLE) if head not in SEARCHABLE else ''}; "
+                                   "the task's parameters are the grid's (cells)")
+            if key in NOT_SEARCHED:
+                why = ("search.steps sets every run's budget" if key == "train.budget" else
+                       "a search is its own schedule" if "halving" in key else "not part of a run")
+                raise ArchsepError(f"{where}: {loc}.{key}: not searched ({why})")
+            if not isinstance(v, list) or not v:
+                raise ArchsepError(f"{where}: {loc}.{key}: expected a non-empty list of values, got {v!r}")
+            out[key] = [check(key, x, f"{loc}.{key}[{i}]") for i, x in enumerate(v)]
+            if len(set(map(repr, out[key]))) != len(out[key]):
+                raise ArchsepError(f"{where}: {loc}.{key}: a value given twice in {v!r}")
+
+    walk("", table)
+    return out
+
+
+def _numbers(doc: dict, where: str) -> tuple[tuple[int, ...], float, int, int]:
+    for k in ("steps", "trials", "keep"):
+        if k not in doc:
+            raise ArchsepError(f"{where}: search.{k}: missing (see [search] in docs/sweeps.md)")
+    steps = _int_list(doc["steps"], "search.steps", where)
+    keep = doc["keep"]
+    if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep < 1:
+        raise ArchsepError(f"{where}: search.keep: expected the share of trials that goes on at a rung, "
+                           f"a number in (0, 1), got {keep!r}")
+    trials = doc["trials"]
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise ArchsepError(f"{where}: search.trials: expected a count >= 1 of configurations per arm, got {trials!r}")
+    seed = doc.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ArchsepError(f"{where}: search.seed: expected an integer >= 0, got {seed!r}")
+    return steps, float(keep), trials, seed
+
+
+def _spaces(doc: dict, labels: list, axes: dict, where: str, check: Callable) -> dict[str, dict[str, list]]:
+    common = _space(doc.get("axes", {}), "search.axes", where, check)
+    arm_tables = doc.get("arms", {})
+    names = ", ".join(map(str, labels))
+    if not isinstance(arm_tables, dict) or not arm_tables:
+        raise ArchsepError(f"{where}: search.arms: expected a table naming the searched arms by label, e.g. "
+                           f"[search.arms.LSTM]; labels: {names}")
+    spaces: dict[str, dict[str, list]] = {}
+    for lab, t in arm_tables.items():
+        if lab not in labels:
+            raise ArchsepError(f"{where}: search.arms.{lab}: no arm is labelled '{lab}'"
+                               f"{closest(lab, [str(x) for x in labels])}; labels: {names}")
+        own = _space(t, f"search.arms.{lab}", where, check)
+        both = sorted(set(own) & set(common))
+        if both:
+            raise ArchsepError(f"{where}: search.arms.{lab}.{both[0]}: also an axis of search.axes; give it once")
+        spaces[lab] = {**common, **own}
+        for key in spaces[lab]:
+            if key in axes:
+                raise ArchsepError(f"{where}: search: '{key}' is both searched and a grid axis (a cell); keep one")
+    return spaces
+
+
+def plan(doc: Any, base: dict, arms: list[dict], labels: list, axes: dict[str, list], seeds: list[int] | None,
+         where: str, check: Callable[[str, Any, str], Any]) -> Search:
+    """The search of a sweep file's `[search]` table (`doc`), over its base, arms and grid
+    (checked by `sweeps.file.parse`); `check(key, value, loc)` type-checks one value."""
+    _check_table(doc, "search", SEARCH_KEYS, where)
+    steps, keep, trials, seed = _numbers(doc, where)
+    spaces = _spaces(doc, labels, axes, where, check)
+    for loc, flat in [("base", base), *((f"arms[{i}]", a) for i, a in enumerate(arms)), ("grid", axes)]:
+        for key in ("train.budget", "train.halving_lrs", "train.halving_rungs"):
+            if key in flat:
+                raise ArchsepError(f"{where}: {loc}.{key}: a search sets every run's budget (search.steps) and is "
+                                   "its own schedule; remove it")
+    sizes = {lab: math.prod(len(v) for v in s.values()) for lab, s in spaces.items()}
+    small = min(sizes, key=lambda k: sizes[k])
+    if trials > sizes[small]:
+        raise ArchsepError(f"{where}: search.trials: {trials} is more than the {sizes[small]} configuration(s) of "
+                           f"arm '{small}''s space; at most {sizes[small]} (every searched arm draws as many)")
+    seeds = list(seeds) if seeds is not None else [base.get("seed", 0)]
+    keys = list(axes)
+    cells: list[Cell] = []
+    for a, arm in enumerate(arms):
+        lab = labels[a]
+        for combo in itertools.product(*(axes[k] for k in keys)):
+            point = dict(zip(keys, combo))
+            flat = {k: v for k, v in {**base, **arm, **point}.items() if k != "seed"}
+            if lab in spaces:
+                flats = [{**flat, **p} for p in draw(spaces[lab], trials, seed, str(lab))]
+                cells.append(Cell(str(lab), point, flats, True, spaces[lab]))
+            else:
+                cells.append(Cell(str(lab), point, [flat], False))
+    batch: dict[int, int] = {}
+    for c, cell in enumerate(cells):
+        for flat in cell.flats:
+            desc = _describe({**flat, "label": cell.label}, keys + list(cell.space) + ["label"])
+            try:
+                tc = RunConfig.from_dict(_nest({**flat, "seed": seeds[0]})).train
+            except (ArchsepError, TypeError, ValueError) as e:
+                raise ArchsepError(f"{where}: run {desc}: {e}") from None
+            if tc.eval_mode != "every":
+                raise ArchsepError(f"{where}: run {desc}: train.eval_mode: a search needs 'every' (a trial goes on "
+                                   f"from its end at the rung before, and the progressive schedule looks at a "
+                                   f"run's last step), got '{tc.eval_mode}'")
+            bad = [s for s in steps if s % tc.eval_every]
+            if bad:
+                raise ArchsepError(f"{where}: search.steps: {bad[0]} is not a multiple of train.eval_every = "
+                                   f"{tc.eval_every} (a rung reads the held-out metric at its last step)")
+            batch[c] = tc.batch_size
+    out = Search(steps, keep, trials, seed, tuple(seeds), cells, batch)
+    seen: dict[str, str] = {}
+    for c, cell in enumerate(cells):
+        for t in range(len(cell.flats)):
+            rid = out.config(c, t, 0).run_id
+            desc = f"{cell.name} trial {t}"
+            if rid in seen:
+                raise ArchsepError(f"{where}: runs {seen[rid]} and {desc} are the same run (same canonical config)")
+            seen[rid] = desc
+    return out

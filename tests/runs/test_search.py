@@ -1,0 +1,112 @@
+"""Running a search (runs/search.py): every trial an ordinary run in the store, a promoted trial
+going on from its end to the numbers it gives trained from the start, a killed search resuming to
+the same trials and winners, and a price for the whole search before anything runs."""
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import time
+
+import pytest
+
+from archsep.engine.train import train_run
+from archsep.runs.launch import Launch
+from archsep.runs.search import OUTCOME, price, run_search
+from archsep.store import open_store
+from archsep.sweeps import file as sw
+from sweep_util import ARCHSEP, cli, env, search_toml, write
+
+
+def _without_time(out: dict) -> dict:
+    """An outcome without what depends on the machine's speed."""
+    text = json.dumps(out, sort_keys=True)
+    d = json.loads(text)
+    for cell in d["cells"]:
+        for r in cell["runs"] + [t["last"] for t in cell.get("trials", [])]:
+            r.pop("wall_s", None)
+    return d
+
+
+def test_a_search_promotes_by_validation_and_its_promoted_trials_go_on_from_their_ends(tmp_path):
+    s = sw.parse(search_toml())
+    out = run_search(s, Launch(tmp_path, workers=1, progress=False).check())
+    assert json.loads((tmp_path / OUTCOME).read_text()) == json.loads(json.dumps(out))
+    assert not (tmp_path / "checkpoints").exists()  # every end removed once the search is done
+    search = s.search
+    with open_store(tmp_path) as st:
+        stored = {r.run_id: r for r in st.results()}
+    for c, cell in enumerate(out["cells"]):
+        if not cell["searched"]:
+            assert [r["seed"] for r in cell["runs"]] == [0, 1] and "winner" not in cell
+            continue
+        rungs = cell["rungs"]
+        assert [r["steps"] for r in rungs] == [40, 80, 160] and rungs[0]["trained"] == [0, 1, 2, 3]
+        for before, after in zip(rungs, rungs[1:]):
+            assert before["promoted"] == sorted(before["ranked"][:len(before["ranked"]) // 2])
+            assert after["ranked"] and set(after["ranked"]) == set(before["promoted"])
+        # the ranking is by best validation at the rung, then samples, then order
+        for r, rung in enumerate(rungs):
+            res = {t: stored[search.config(c, t, r).run_id] for t in rung["trained"]}
+            keys = [(res[t].best_metric, res[t].best_samples, t) for t in rung["ranked"] if t in res]
+            assert keys == sorted(keys)
+        w = cell["winner"]
+        assert w == rungs[-1]["ranked"][0] and cell["winner_params"] == search.cells[c].params(w)
+        last = stored[search.config(c, w, 2).run_id]
+        assert last.extra.get("resumed_at") == [40, 80]  # it went on, rung after rung
+        plain = train_run(search.config(c, w, 2))  # ... to the numbers it gives from the start
+        assert (last.curve, last.best_metric, last.test_metric) == (plain.curve, plain.best_metric, plain.test_metric)
+        assert [r["run_id"] for r in cell["runs"]] == [search.config(c, w, None, s).run_id for s in (0, 1)]
+
+
+def test_the_price_of_a_search_counts_every_rung_at_its_worst_and_nothing_already_stored(tmp_path):
+    s = sw.parse(search_toml())
+    whole = price(s.search, 1, set())
+    fewer = price(sw.parse(search_toml(trials=2)).search, 1, set())
+    assert whole["schedule"] == [4, 2, 1] and fewer["schedule"] == [2, 1, 1]
+    assert whole["arms"]["LSTM"]["runs"] == 2 * (4 + 2 + 1) + 2 * 1  # trials at each rung, + the winners' seed 1
+    assert 0 < fewer["cpu_core_s"] < whole["cpu_core_s"]
+    first = {c.run_id for c in s.configs}
+    assert price(s.search, 1, first)["cpu_core_s"] < whole["cpu_core_s"]
+    f = write(tmp_path / "s.toml", search_toml())
+    r = cli("sweep", f, "--out", tmp_path / "o", "--dry-run", "--workers", "2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "a search over 1 arm(s) x 2 cell(s): 4 trials per arm and cell" in r.stdout
+    assert "at most [4, 2, 1] trials trained at each" in r.stdout and "total: on this machine about" in r.stdout
+    assert not (tmp_path / "o").exists()  # a dry run makes nothing
+
+
+def _rows(db) -> int:
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.2)
+        try:
+            return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.mark.slow
+def test_a_search_killed_in_the_middle_of_a_rung_resumes_to_the_same_trials_and_winners(tmp_path):
+    text = search_toml(name="killed", steps=(100, 300, 600))
+    f = write(tmp_path / "s.toml", text)
+    whole = run_search(sw.parse(text), Launch(tmp_path / "whole", workers=1, progress=False).check())
+    out = tmp_path / "killed"
+    p = subprocess.Popen([*ARCHSEP, "sweep", str(f), "--out", str(out), "--workers", "1", "--no-progress"],
+                         env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while _rows(out / "archsep.db") < 9 and p.poll() is None and time.time() < deadline:
+            time.sleep(0.02)  # rung 1 holds 8 trials: the 9th row is in rung 2
+        assert p.poll() is None, "the search ended before it could be killed in its second rung"
+        p.send_signal(signal.SIGKILL)
+    finally:
+        p.wait(30)
+    assert 9 <= _rows(out / "archsep.db") < 8 + 4 + 2 + 2 + 4
+    assert not (out / OUTCOME).exists()
+    r = cli("sweep", f, "--out", out, "--workers", "1", "--no-progress", timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    again = json.loads((out / OUTCOME).read_text())
+    assert _without_time(again) == _without_time(whole)

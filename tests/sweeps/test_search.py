@@ -1,0 +1,97 @@
+"""A sweep file's [search] (sweeps/search.py): the trials it draws, the same budget for every
+searched arm, the ranking, and a one-line error for each mistake in the table."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from archsep.errors import ArchsepError
+from archsep.results import RunResult
+from archsep.sweeps import file as sw
+from archsep.sweeps.search import draw, finished_early, rank
+from sweep_util import search_toml
+
+
+def test_every_searched_arm_draws_the_same_trials_in_every_cell_and_the_same_on_every_parse():
+    s = sw.parse(search_toml(trials=4))
+    search = s.search
+    assert search is not None and search.steps == (40, 80, 160) and search.schedule() == [4, 2, 1]
+    lstm = [c for c in search.cells if c.label == "LSTM"]
+    assert [c.point for c in lstm] == [{"task_params.N": 6}, {"task_params.N": 8}]
+    assert all(c.searched and len(c.flats) == 4 for c in lstm)
+    assert [lstm[0].params(t) for t in range(4)] == [lstm[1].params(t) for t in range(4)]
+    assert len({tuple(sorted(lstm[0].params(t).items())) for t in range(4)}) == 4  # without replacement
+    again = sw.parse(search_toml(trials=4)).search
+    assert [c.flats for c in again.cells] == [c.flats for c in search.cells]
+    tf = [c for c in search.cells if c.label == "TF"]
+    assert all(not c.searched and len(c.flats) == 1 for c in tf)
+    # what runs first: every trial at the first rung, the arm not searched at the last, every seed
+    first = s.configs
+    assert sum(c.arm == "LSTM" for c in first) == 8 and sum(c.arm == "TF" for c in first) == 4
+    assert {c.train.budget for c in first if c.arm == "LSTM"} == {40 * 64}
+    assert {c.train.budget for c in first if c.arm == "TF"} == {160 * 64}
+    assert {c.seed for c in first if c.arm == "LSTM"} == {0} and {c.seed for c in first if c.arm == "TF"} == {0, 1}
+
+
+def test_a_promoted_trial_is_the_same_run_with_a_larger_budget():
+    search = sw.parse(search_toml()).search
+    a, b = search.config(0, 1, 0), search.config(0, 1, 2)
+    assert a.run_id != b.run_id and b.train.budget == 160 * 64
+    assert {**a.to_dict(), "train": None} == {**b.to_dict(), "train": None}
+    assert {k: v for k, v in a.train.__dict__.items() if k != "budget"} == \
+           {k: v for k, v in b.train.__dict__.items() if k != "budget"}
+
+
+def test_the_draw_depends_on_the_seed_and_the_label_and_a_full_draw_is_the_whole_space():
+    space = {"train.lr": [1e-2, 1e-3, 1e-4, 1e-5], "model_params.layers": [1, 2, 4, 6]}
+    a = draw(space, 5, 0, "LSTM")
+    assert a == draw(space, 5, 0, "LSTM") and len(a) == 5
+    assert a != draw(space, 5, 1, "LSTM") or a != draw(space, 5, 0, "Mamba")
+    assert len(draw(space, 16, 0, "LSTM")) == 16
+
+
+def _r(i: int, status: str, best: float | None, at: int | None, budget: int = 640) -> RunResult:
+    return RunResult(f"r{i}", {"train": {"batch_size": 64, "budget": budget}}, status, budget if status == "censored"
+                     else at, 64, best, best, best_samples=at)  # type: ignore[arg-type]
+
+
+def test_trials_rank_by_best_validation_then_samples_then_order_and_failures_last():
+    results = [(0, _r(0, "censored", 0.5, 320)), (1, _r(1, "censored", 0.2, 640)), (2, _r(2, "error", None, None)),
+               (3, _r(3, "censored", 0.2, 320)), (4, None), (5, _r(5, "diverged", math.nan, None))]
+    assert rank(results) == [3, 1, 0, 2, 4, 5]
+    assert not finished_early(_r(0, "censored", 0.5, 320), 10)
+    assert finished_early(_r(0, "ok", 0.001, 320), 10)  # its threshold: it trains no more
+    assert finished_early(RunResult("p", {"train": {"batch_size": 64}}, "censored", 320, 64, 0.5, 0.5), 10)  # plateau
+
+
+@pytest.mark.parametrize("extra, field", [
+    ('[search.arms.GRU]\n"model_params.layers" = [1]\n', "search.arms.GRU"),  # no such arm
+    ('[search.arms.TF]\n"task_params.N" = [3]\n', "search.arms.TF.task_params.N"),  # a cell, not searched
+    ('[search.arms.TF]\n"train.budget" = [640]\n', "search.arms.TF.train.budget"),
+    ('[search.arms.TF]\n"train.lr" = [1e-3]\n', "search.arms.TF.train.lr"),  # also in search.axes
+    ('[search.arms.TF]\n"model_params.hiddenn" = [3]\n', "model_params.hiddenn"),
+    ('[search.arms.TF]\n"model_params.layers" = []\n', "search.arms.TF.model_params.layers"),
+])
+def test_a_mistake_in_the_search_table_is_one_line_naming_the_field(extra, field):
+    with pytest.raises(ArchsepError) as e:
+        sw.parse(search_toml(extra=extra))
+    assert field in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda t: t.replace("trials = 4", "trials = 7"), "search.trials"),  # more than LSTM's 6 points
+    (lambda t: t.replace("keep = 0.5", "keep = 1.5"), "search.keep"),
+    (lambda t: t.replace("steps = [40, 80, 160]", "steps = [80, 40]"), "search.steps"),
+    (lambda t: t.replace("steps = [40, 80, 160]", "steps = [40, 90]"), "search.steps"),  # not an evaluation step
+    (lambda t: t.replace('eval_mode = "every", ', ""), "train.eval_mode"),  # progressive: not continuable
+    (lambda t: t.replace("weight_decay = 0.0", "weight_decay = 0.0, budget = 640"), "base.train.budget"),
+    (lambda t: t.replace("trials = 4\n", "trials = 4\nrungs = 3\n"), "search.rungs"),
+    (lambda t: t.replace("trials = 4\n", ""), "search.trials"),
+    (lambda t: t.replace('"task_params.N" = [6, 8]', '"task_params.N" = [6, 8]\n"train.lr" = [1e-3]'), "train.lr"),
+    (lambda t: t + '[match]\nto = "TF"\n', "match"),
+])
+def test_a_search_that_cannot_run_as_declared_is_refused_before_anything_runs(change, field):
+    with pytest.raises(ArchsepError) as e:
+        sw.parse(change(search_toml()))
+    assert field in str(e.value) and "\n" not in str(e.value)
