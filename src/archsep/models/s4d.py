@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -22,7 +22,7 @@ from torch import nn
 from ..errors import check
 from ..tasks.base import TaskSpec
 from .base import ModelConfig, SeqModel, input_layer
-from .ops import fft_conv
+from .ops import check_positions, fft_conv, position_rows, set_positions
 from .registry import MODELS
 
 _MODES = ("fft", "sequential")
@@ -86,9 +86,14 @@ class S4D(SeqModel):
         self.norm_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, spec.output_dim)
         self.layers, self.width, self.d_state = layers, width, d_state
+        # (L, W) learned absolute positions (made last: no other parameter moves)
+        set_positions(self, cfg.positions, spec.seq_len, width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.embed(x)  # (B, L, W)
+        pos = position_rows(self, h.shape[1], h.shape[2])
+        if pos is not None:
+            h = h + pos  # (B, L, W)
         for norm, ssm, out in zip(self.norms, self.ssms, self.outs):
             h = h + out(F.gelu(ssm(norm(h))))  # (B, L, W)
         return self.head(self.norm_f(h))  # (B, L, C)
@@ -102,6 +107,9 @@ class S4D(SeqModel):
     def step(self, x_t: torch.Tensor, state: list[torch.Tensor], t: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Position t: input (B,) tokens or (B, D) vectors -> (B, output_dim), the new state."""
         h, new = self.embed(x_t), []  # (B, W)
+        pos = position_rows(self, t + 1, h.shape[-1])
+        if pos is not None:
+            h = h + pos[t]
         for norm, ssm, out, s in zip(self.norms, self.ssms, self.outs, state):
             y, s = ssm.step(norm(h), s, t)  # type: ignore[operator]
             h = h + out(F.gelu(y))  # (B, W)
@@ -124,6 +132,9 @@ class S4DConfig(ModelConfig):
     dt_min: float = 0.001
     dt_max: float = 0.1
     mode: Literal["fft", "sequential"] = "fft"
+    # learned absolute positions added to the embedding (issue 52's diagnostic); "none" as in the paper
+    positions: Literal["none", "learned", "sinusoidal"] = "none"
+    added: ClassVar[dict] = {"positions": "none"}
 
     def __post_init__(self) -> None:
         for name in ("layers", "width", "d_state"):
@@ -131,6 +142,7 @@ class S4DConfig(ModelConfig):
             check(v >= 1, name, f"must be >= 1, got {v}")
         check(0 < self.dt_min <= self.dt_max, "dt_min", f"need 0 < dt_min <= dt_max, got {self.dt_min}, {self.dt_max}")
         check(self.mode in _MODES, "mode", f"must be one of {', '.join(_MODES)}, got {self.mode!r}")
+        check_positions(self)
 
     def short_name(self) -> str:
         return f"DSS-{self.width}"
