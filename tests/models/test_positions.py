@@ -146,4 +146,6 @@ def test_an_option_added_later_keeps_the_stored_runs_ids_and_learned_positions_a
         model.pos[4] += torch.linspace(-1.0, 1.0, model.pos.shape[1], dtype=model.pos.dtype)  # LayerNorm
         # would take a constant shift away
     after = model(x)
-    assert torch.equal(before[:, :4], after[:, :4]) and not torch.allclose(before[:, 4], after[:, 4])
+    # earlier positions unchanged (to round-off: DSS convolves by FFT, which mixes every position's rounding)
+    assert torch.allclose(before[:, :4], after[:, :4], rtol=0, atol=1e-12)
+    assert not torch.allclose(before[:, 4], after[:, 4])
