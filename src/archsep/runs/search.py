@@ -21,7 +21,7 @@ from ..engine.checkpoint import Checkpoints, discard_ends, tidy
 from ..fileio import atomic_write
 from ..results import RunResult
 from ..sweeps.file import Sweep
-from ..sweeps.search import Search, finished_early, rank
+from ..sweeps.search import Search, Walk, walk
 from .launch import Launch
 from .runner import launch_runs
 
@@ -48,60 +48,42 @@ def run_search(sweep: Sweep, launch: Launch) -> dict[str, Any]:
     search = sweep.search
     assert search is not None
     launch = dataclasses.replace(launch, ends=True)
-    cells = search.cells
-    latest: dict[int, dict[int, RunResult]] = {c: {} for c, cell in enumerate(cells) if cell.searched}
-    alive = {c: list(range(len(cells[c].flats))) for c in latest}
-    rungs: dict[int, list[dict]] = {c: [] for c in latest}
     ck = Checkpoints.beside(launch.out, math.inf, ends=True) if launch.out is not None else None
-    for r, steps in enumerate(search.steps):
-        todo = [(c, t) for c in alive for t in alive[c]
-                if t not in latest[c] or not finished_early(latest[c][t], search.steps[r - 1])]
-        configs = [search.config(c, t, r) for c, t in todo]
-        desc = f"{sweep.name}: rung {r + 1}/{len(search.steps)} ({steps} steps)"
-        results = launch_runs(configs, launch, desc=desc, sweep=_rung_sweep(sweep, f"rung{r + 1}", configs))
-        for (c, t), res in zip(todo, results):
-            latest[c][t] = res
-        trained = set(todo)
-        for c in alive:
-            order = rank([(t, latest[c].get(t)) for t in alive[c]])
-            keep = sorted(order[:search.promoted(len(order))]) if r + 1 < len(search.steps) else order[:1]
-            rungs[c].append({"steps": steps, "trained": [t for t in alive[c] if (c, t) in trained],
-                             "ranked": order, "promoted": keep if r + 1 < len(search.steps) else []})
-            if ck is not None:  # ends no longer needed: superseded ones, and those of trials that stop here
-                old = [search.config(c, t, r - 1) for t in alive[c] if r and (c, t) in trained]
-                stop = [search.config(c, t, r) for t in alive[c] if t not in keep or r + 1 == len(search.steps)]
-                discard_ends(ck, old + stop)
-            alive[c] = keep
-    # the winners at every seed, and the arms not searched
-    final: list[tuple[int, int, int]] = []  # (cell, trial, seed)
-    for c in range(len(cells)):
-        t = alive[c][0] if c in alive else 0
-        final += [(c, t, s) for s in search.seeds]
-    configs = [search.config(c, t, None, s) for c, t, s in final]
-    results = launch_runs(configs, launch, desc=f"{sweep.name}: winners", sweep=_rung_sweep(sweep, "winners", configs))
+    stages = len(search.steps)
+
+    def fetch(configs: list[RunConfig], stage: str) -> list[RunResult]:
+        what = f"rung {stage[4:]}/{stages} ({search.steps[int(stage[4:]) - 1]} steps)" if stage != "winners" \
+            else "winners"
+        return launch_runs(configs, launch, desc=f"{sweep.name}: {what}", sweep=_rung_sweep(sweep, stage, configs))
+
+    def done(configs: list[RunConfig]) -> None:
+        if ck is not None:
+            discard_ends(ck, configs)
+
+    w = walk(search, fetch, done)
     if ck is not None:
-        discard_ends(ck, configs)
         tidy(ck)
-    out = outcome(search, latest, rungs, dict(zip(final, results)))
+    out = outcome(search, w)
     if launch.out is not None:
         atomic_write(Path(launch.out) / OUTCOME, json.dumps(out, indent=1, sort_keys=True) + "\n", field="out")
     return out
 
 
-def outcome(search: Search, latest: dict[int, dict[int, RunResult]], rungs: dict[int, list[dict]],
-            final: dict[tuple[int, int, int], RunResult]) -> dict[str, Any]:
+def outcome(search: Search, w: Walk) -> dict[str, Any]:
+    """A walk as JSON: the search as declared, and per cell its trials, rungs and winner's runs."""
     cells_out = []
     for c, cell in enumerate(search.cells):
-        runs = {s: r for (cc, t, s), r in final.items() if cc == c}
-        winner = next(t for (cc, t, _s) in final if cc == c)
+        runs = {s: r for (cc, _t, s), r in w.final.items() if cc == c}
+        winner = w.winner(c)
         entry: dict[str, Any] = {"label": cell.label, "point": cell.point, "searched": cell.searched,
                                  "runs": [{"seed": s, **_brief(r)} for s, r in sorted(runs.items())]}
         if cell.searched:
-            entry.update(winner=winner, winner_params=cell.params(winner), rungs=rungs[c],
-                         trials=[{"trial": t, "params": cell.params(t), "last": _brief(latest[c].get(t))}
-                                 for t in range(len(cell.flats))])
+            entry.update(winner=winner, winner_params=None if winner is None else cell.params(winner),
+                         rungs=w.rungs[c], trials=[{"trial": t, "params": cell.params(t),
+                                                    "last": _brief(w.latest[c].get(t))}
+                                                   for t in range(len(cell.flats))])
         cells_out.append(entry)
-    return {"search": search.describe(), "cells": cells_out}
+    return {"search": search.describe(), "complete": w.complete, "cells": cells_out}
 
 
 def table(out: dict[str, Any]) -> str:

@@ -120,6 +120,74 @@ class Search:
                 "seeds": list(self.seeds), "arms": arms, "schedule": self.schedule()}
 
 
+# what a walk asks for: the results of these configs at this stage ("rung1", ..., "winners"),
+# in order (None where a run is not there: a replay over a store that lacks it)
+Fetch = Callable[[list[RunConfig], str], Sequence[RunResult | None]]
+# told, after each rung, the configs whose kept ends the search no longer needs
+Done = Callable[[list[RunConfig]], None]
+
+
+@dataclass
+class Walk:
+    """Where a search stands: each searched cell's latest result per trial, its rungs (trained,
+    ranked, promoted), and the winners' runs ((cell, trial, seed) -> result). `complete` is False
+    where a fetch lacked a result (a replay of a search still running): the walk stopped there."""
+
+    latest: dict[int, dict[int, RunResult]]
+    rungs: dict[int, list[dict]]
+    final: dict[tuple[int, int, int], RunResult | None]
+    complete: bool = True
+
+    def winner(self, c: int) -> int | None:
+        return next((t for (cc, t, _s) in self.final if cc == c), None)
+
+
+def walk(search: Search, fetch: Fetch, done: Done | None = None) -> Walk:
+    """The search, rung after rung: at each, the trials still in it that have not stopped train
+    to the rung's steps (`fetch`), are ranked (`rank`), and the first `promoted(n)` go on; then
+    each cell's winner (the first of the last rung) and the arms not searched at every seed. The
+    promotions read only the results, so running it (`runs.search`) and replaying it over a
+    store's results take the same path to the same winners."""
+    cells = search.cells
+    latest: dict[int, dict[int, RunResult]] = {c: {} for c, cell in enumerate(cells) if cell.searched}
+    alive = {c: list(range(len(cells[c].flats))) for c in latest}
+    rungs: dict[int, list[dict]] = {c: [] for c in latest}
+    last = len(search.steps) - 1
+    for r, steps in enumerate(search.steps):
+        todo = [(c, t) for c in alive for t in alive[c]
+                if t not in latest[c] or not finished_early(latest[c][t], search.steps[r - 1])]
+        results = fetch([search.config(c, t, r) for c, t in todo], f"rung{r + 1}")
+        if any(res is None for res in results):
+            return Walk(latest, rungs, {}, complete=False)
+        for (c, t), res in zip(todo, results):
+            latest[c][t] = res  # type: ignore[assignment]
+        stale: list[RunConfig] = []
+        for c in alive:
+            order = rank([(t, latest[c].get(t)) for t in alive[c]])
+            keep = sorted(order[:search.promoted(len(order))]) if r < last else order[:1]
+            trained = [t for t in alive[c] if (c, t) in set(todo)]
+            rungs[c].append({"steps": steps, "trained": trained, "ranked": order,
+                             "promoted": keep if r < last else []})
+            # kept ends no longer needed: superseded ones, and those of trials that stop here
+            stale += [search.config(c, t, r - 1) for t in trained if r]
+            stale += [search.config(c, t, r) for t in alive[c] if t not in keep or r == last]
+            alive[c] = keep
+        if done is not None:
+            done(stale)
+    final = [(c, alive[c][0] if c in alive else 0, s) for c in range(len(cells)) for s in search.seeds]
+    configs = [search.config(c, t, None, s) for c, t, s in final]
+    results = fetch(configs, "winners")
+    if done is not None:
+        done(configs)
+    return Walk(latest, rungs, dict(zip(final, results)), complete=all(r is not None for r in results))
+
+
+def replay(search: Search, results: dict[str, RunResult]) -> Walk:
+    """The search as the results it has (run id -> result, e.g. a store's) decide it, running
+    nothing: complete where every run it needs is there."""
+    return walk(search, lambda cfgs, _stage: [results.get(c.run_id) for c in cfgs])
+
+
 def rank_key(r: RunResult | None, index: int) -> tuple:
     """A trial's place in its cell (smaller is better): best held-out metric, then the samples it
     took to get there, then its order; a failed run or one with no evaluation last."""

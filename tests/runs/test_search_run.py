@@ -13,9 +13,10 @@ import pytest
 
 from archsep.engine.train import train_run
 from archsep.runs.launch import Launch
-from archsep.runs.search import OUTCOME, price, run_search
+from archsep.runs.search import OUTCOME, outcome, price, run_search
 from archsep.store import open_store
 from archsep.sweeps import file as sw
+from archsep.sweeps.search import replay
 from sweep_util import ARCHSEP, cli, env, search_toml, write
 
 
@@ -58,6 +59,10 @@ def test_a_search_promotes_by_validation_and_its_promoted_trials_go_on_from_thei
         plain = train_run(search.config(c, w, 2))  # ... to the numbers it gives from the start
         assert (last.curve, last.best_metric, last.test_metric) == (plain.curve, plain.best_metric, plain.test_metric)
         assert [r["run_id"] for r in cell["runs"]] == [search.config(c, w, None, s).run_id for s in (0, 1)]
+    # replayed over the store, running nothing, the search takes the same path to the same winners
+    assert outcome(search, replay(search, stored)) == out
+    partial = replay(search, {i: r for i, r in stored.items() if r.config["train"]["budget"] != 160 * 64})
+    assert not partial.complete and not partial.final and all(len(v) == 2 for v in partial.rungs.values())
 
 
 def test_the_price_of_a_search_counts_every_rung_at_its_worst_and_nothing_already_stored(tmp_path):
