@@ -63,6 +63,9 @@ def test_a_search_promotes_by_validation_and_its_promoted_trials_go_on_from_thei
     assert outcome(search, replay(search, stored)) == out
     partial = replay(search, {i: r for i, r in stored.items() if r.config["train"]["budget"] != 160 * 64})
     assert not partial.complete and not partial.final and all(len(v) == 2 for v in partial.rungs.values())
+    n8 = replay(search, {i: r for i, r in stored.items() if r.config["task_params"]["N"] == 8})
+    assert n8.incomplete == {c for c, cell in enumerate(search.cells) if cell.point["task_params.N"] == 6}
+    assert {k[0] for k in n8.final} == {c for c in range(len(search.cells)) if c not in n8.incomplete}
 
 
 def test_the_price_of_a_search_counts_every_rung_at_its_worst_and_nothing_already_stored(tmp_path):

@@ -130,16 +130,28 @@ Done = Callable[[list[RunConfig]], None]
 @dataclass
 class Walk:
     """Where a search stands: each searched cell's latest result per trial, its rungs (trained,
-    ranked, promoted), and the winners' runs ((cell, trial, seed) -> result). `complete` is False
-    where a fetch lacked a result (a replay of a search still running): the walk stopped there."""
+    ranked, promoted), and the winners' runs ((cell, trial, seed) -> result). `incomplete` holds
+    the cells a fetch lacked a result for (a replay of a search still running, or of a store that
+    holds only some cells): each stopped there, the others went on."""
 
     latest: dict[int, dict[int, RunResult]]
     rungs: dict[int, list[dict]]
-    final: dict[tuple[int, int, int], RunResult | None]
-    complete: bool = True
+    final: dict[tuple[int, int, int], RunResult]
+    incomplete: set[int] = field(default_factory=set)
+
+    @property
+    def complete(self) -> bool:
+        return not self.incomplete
 
     def winner(self, c: int) -> int | None:
         return next((t for (cc, t, _s) in self.final if cc == c), None)
+
+    def results(self) -> list[RunResult]:
+        """Each run once: every trial's latest (its whole training, rung after rung) and every
+        winner's run at each seed."""
+        out = {r.run_id: r for by in self.latest.values() for r in by.values()}
+        out.update({r.run_id: r for r in self.final.values()})
+        return list(out.values())
 
 
 def walk(search: Search, fetch: Fetch, done: Done | None = None) -> Walk:
@@ -147,21 +159,26 @@ def walk(search: Search, fetch: Fetch, done: Done | None = None) -> Walk:
     to the rung's steps (`fetch`), are ranked (`rank`), and the first `promoted(n)` go on; then
     each cell's winner (the first of the last rung) and the arms not searched at every seed. The
     promotions read only the results, so running it (`runs.search`) and replaying it over a
-    store's results take the same path to the same winners."""
+    store's results take the same path to the same winners. Cells are independent: a cell with a
+    result missing stops, the others go on."""
     cells = search.cells
     latest: dict[int, dict[int, RunResult]] = {c: {} for c, cell in enumerate(cells) if cell.searched}
     alive = {c: list(range(len(cells[c].flats))) for c in latest}
     rungs: dict[int, list[dict]] = {c: [] for c in latest}
+    incomplete: set[int] = set()
     last = len(search.steps) - 1
     for r, steps in enumerate(search.steps):
         todo = [(c, t) for c in alive for t in alive[c]
                 if t not in latest[c] or not finished_early(latest[c][t], search.steps[r - 1])]
         results = fetch([search.config(c, t, r) for c, t in todo], f"rung{r + 1}")
-        if any(res is None for res in results):
-            return Walk(latest, rungs, {}, complete=False)
         for (c, t), res in zip(todo, results):
-            latest[c][t] = res  # type: ignore[assignment]
+            if res is None:
+                incomplete.add(c)
+            else:
+                latest[c][t] = res
         stale: list[RunConfig] = []
+        for c in [c for c in alive if c in incomplete]:
+            del alive[c]
         for c in alive:
             order = rank([(t, latest[c].get(t)) for t in alive[c]])
             keep = sorted(order[:search.promoted(len(order))]) if r < last else order[:1]
@@ -174,12 +191,15 @@ def walk(search: Search, fetch: Fetch, done: Done | None = None) -> Walk:
             alive[c] = keep
         if done is not None:
             done(stale)
-    final = [(c, alive[c][0] if c in alive else 0, s) for c in range(len(cells)) for s in search.seeds]
+    final = [(c, alive[c][0] if c in alive else 0, s) for c in range(len(cells))
+             if c not in incomplete for s in search.seeds]
     configs = [search.config(c, t, None, s) for c, t, s in final]
     results = fetch(configs, "winners")
     if done is not None:
         done(configs)
-    return Walk(latest, rungs, dict(zip(final, results)), complete=all(r is not None for r in results))
+    incomplete |= {c for (c, _t, _s), res in zip(final, results) if res is None}
+    return Walk(latest, rungs, {k: res for k, res in zip(final, results) if res is not None and k[0] not in incomplete},
+                incomplete)
 
 
 def replay(search: Search, results: dict[str, RunResult]) -> Walk:
