@@ -88,7 +88,13 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         print(f"{s.name}: {len(s.configs)} run(s); estimating their cost", flush=True)  # the count first
         if scale in exp.caveats:
             print(f"scale {scale}: {exp.caveats[scale]}", flush=True)
-        print_costs(s.name, s.configs, a.out or default_out(a.preset, scale, overrides), a.workers)
+        out = a.out or default_out(a.preset, scale, overrides)
+        if s.search is not None:
+            from .sweep import print_search_price
+
+            print_search_price(s, out, a.workers)
+        else:
+            print_costs(s.name, s.configs, out, a.workers)
         return 0
     if scale in exp.caveats:
         print(f"scale {scale}: {exp.caveats[scale]}", file=sys.stderr, flush=True)

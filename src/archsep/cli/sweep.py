@@ -115,13 +115,25 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     return errors_exit(results, out)
 
 
+def print_search_price(s, out: Path, workers: int | None) -> None:
+    """The price of a search (`runs.search.price`): runs finished in OUT's store cost nothing."""
+    from ..runs.executors import cores
+    from ..runs.search import price, price_report
+    from ..store import DB_NAME, open_store
+
+    finished: set[str] = set()
+    if (Path(out) / DB_NAME).exists():
+        with open_store(out, create=False) as store:
+            finished = store.finished_ids()
+    est = price(s.search, workers or cores(), finished)
+    print("\n".join(printable(line) for line in price_report(s.name, s.search, est).splitlines()))
+
+
 def _search(s, a: argparse.Namespace, launch, out: Path) -> int:
     """A sweep file with a [search]: its price (--dry-run), or the search, rung after rung."""
     import dataclasses
 
-    from ..runs.executors import cores
-    from ..runs.search import price, price_report, run_search, table
-    from ..store import DB_NAME, open_store
+    from ..runs.search import run_search, table
 
     if a.dry_run:
         first = s.configs
@@ -131,12 +143,7 @@ def _search(s, a: argparse.Namespace, launch, out: Path) -> int:
                   f"{json.dumps(c.model_params, sort_keys=True)} lr={c.train.lr:g} seed={c.seed}")
         if len(first) > 20:
             print(f"  ... and {len(first) - 20} more")
-        finished: set[str] = set()
-        if (out / DB_NAME).exists():
-            with open_store(out, create=False) as store:
-                finished = store.finished_ids()
-        est = price(s.search, a.workers or cores(), finished)
-        print("\n".join(printable(line) for line in price_report(s.name, s.search, est).splitlines()))
+        print_search_price(s, out, a.workers)
         return 0
     result = run_search(s, dataclasses.replace(launch, out=out))
     print(f"{s.name}: search done in {out} ({out / 'search.json'}):")

@@ -16,6 +16,7 @@ from ..sweeps.file import (MAX_DEPTH, PARAM_TABLES, Sweep, _fields_of, _int_type
 from ..sweeps.toml import _tv, flatten_config, to_toml
 from ..tasks import TASKS
 from .base import EXPERIMENTS, Experiment
+from .size_search import SearchScale, search_sweep
 
 
 def load(spec: str | Path, scale: str = "full", device: str | None = None,
@@ -50,6 +51,12 @@ def plan_sweep(exp: Experiment, scale: str = "full", device: str | None = None,
     """`from_experiment` of an experiment already built."""
     name = exp.registry_name
     exp.check_scale(scale)
+    s = exp.scale(scale)
+    if isinstance(s, SearchScale):  # "the paper's search": a sweep file with [search] (sweeps/search.py)
+        if overrides or only:
+            raise ArchsepError.at("set" if overrides else "only", f"{name} --scale {scale} is a search; its space "
+                                  "is its sweep file's (--print-toml), which can be edited and run as a file")
+        return search_sweep(name, scale, s, at)
     configs = exp.plan(scale, device or "auto")
     if overrides:
         configs = override_plan(configs, overrides, name)

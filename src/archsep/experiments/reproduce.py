@@ -12,6 +12,7 @@ from ..results import Summary
 from ..runs.launch import Launch
 from ..runs.executors import default_workers
 from ..runs.runner import launch_runs
+from ..runs.search import run_search
 from ..store import DB_NAME, open_store
 from ..reporting.tables import write_csv
 from .base import EXPERIMENTS, Experiment, write_json
@@ -116,6 +117,15 @@ def stored(configs: list, out_dir: Path) -> list:
         return store.results(list(dict.fromkeys(c.run_id for c in configs)))
 
 
+def stored_all(out_dir: Path) -> list:
+    """Every finished run the store of `out_dir` holds (a search's analysis replays it)."""
+    if not (out_dir / DB_NAME).is_file():
+        raise ArchsepError.at("out", f"'{out_dir}' holds no archsep store: nothing has run there yet (drop "
+                                     "--finished-only to run the preset)")
+    with open_store(out_dir, create=False) as store:
+        return store.results()
+
+
 def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None = None,
               overrides: dict | None = None, only: list[str] | None = None, at: list[int] | None = None,
               train: bool = True, **options) -> Summary:
@@ -138,10 +148,16 @@ def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None
     launch = dataclasses.replace(launch, out=out_dir, workers=launch.workers or default_workers(sweep.configs))
     # every run's memory is checked before OUT and its store are created
     t0 = time.perf_counter()
-    results = launch_runs(sweep.configs, launch, desc=name, sweep=sweep) if train else stored(sweep.configs, out_dir)
+    if sweep.search is not None:  # a search scale: its rungs, then the analysis replays it over the store
+        if train:
+            run_search(sweep, launch)
+        results = stored_all(out_dir)
+    else:
+        results = (launch_runs(sweep.configs, launch, desc=name, sweep=sweep) if train
+                   else stored(sweep.configs, out_dir))
     summary = exp.summarize(results, scale, overrides)  # each run id counted once
     planned = {c.run_id for c in sweep.configs}
-    pending = len(planned - {r.run_id for r in results})
+    pending = 0 if sweep.search is not None else len(planned - {r.run_id for r in results})
     if pending:
         summary.data["pending"] = pending
         summary.data["notes"] = [f"{pending} of the {len(planned)} planned runs are not "

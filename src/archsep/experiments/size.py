@@ -27,7 +27,9 @@ from ..analysis.size import cell_record as size_record
 from ..config import RunConfig, TrainConfig
 from ..reporting.plots import size_figures
 from ..results import Claim, RunResult, Summary
+from . import size_search
 from .base import Experiment, _fmt_setting, claim_lines, run_settings, time_text
+from .size_search import SearchScale
 
 TARGET = 0.99  # early stop at validation accuracy >= target
 BATCH = 64
@@ -212,7 +214,18 @@ class SizeExperiment(Experiment):
         return out
 
     def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
+        s = self.scale(scale)
+        if isinstance(s, SearchScale):  # what runs first: the rest follows from the results (sweeps/search.py)
+            return list(size_search.search_sweep(self.registry_name, scale, s).configs)
         return [c for cell in self.cells(scale, device) for c in cell.runs]
+
+    record = staticmethod(cell_record)  # a cell's row (size_search reads cells through the experiment)
+
+    @staticmethod
+    def winner_cells(search, w) -> list[Cell]:
+        """A search scale's cells: each family's winner and the arm not searched, at every seed."""
+        return [Cell(lab, N, width, seed, (cfg,), lab)
+                for lab, N, width, seed, cfg in size_search.winner_runs(search, w)]
 
     def planned_cells(self, scale: str) -> list[Cell]:
         """The cells as they were run: `cells(scale)` with the summary's --set overrides applied
@@ -239,6 +252,8 @@ class SizeExperiment(Experiment):
         return out
 
     def analyze(self, results: list[RunResult], scale: str) -> Summary:
+        if isinstance(self.scale(scale), SearchScale):  # "the paper's search": its winners are the cells
+            return size_search.analyze(self, results, scale)
         s = self.scale(scale)
         by_id = {r.run_id: r for r in results}
         planned = self.planned_cells(scale)
@@ -272,7 +287,9 @@ class SizeExperiment(Experiment):
         the cell's learning-rate grid (what `analysis.halving.replay` needs)."""
         by_id = {r.run_id: r for r in summary.results}
         rows = []
-        for cell in self.planned_cells(summary.scale):
+        planned = (self.winner_cells(*summary.walk) if hasattr(summary, "walk")
+                   else self.planned_cells(summary.scale))
+        for cell in planned:
             for k, cfg in enumerate(cell.runs):
                 r = by_id.get(cfg.run_id)
                 if r is None:
@@ -289,7 +306,10 @@ class SizeExperiment(Experiment):
         the same claims `analyze` makes, for a committed summary whose store is gone."""
         self.best_trivial = {(b["variant"], b["N"]): b["best_acc"] for b in data.get("baselines") or []}
         self.points = {(p["label"], p["N"]): p for p in size_points(data["cells"])}
-        return self.claims(accuracy_table(data["cells"]), self.scale(scale))
+        s = self.scale(scale)
+        if isinstance(s, SearchScale):  # claims at the lengths the search has finished
+            s = s.at(tuple(data["Ns"]))
+        return size_search.tag(self.claims(accuracy_table(data["cells"]), s), data)
 
     def claims(self, table: dict, s: SizeScale) -> list[Claim]:
         """The figure's claims from {label: {(N, width): test accuracy}} at the scale whose
@@ -408,7 +428,8 @@ class SizeExperiment(Experiment):
                  f"steps, early stop at {100 * d['target']:.0f}% validation accuracy; validation "
                  f"{_fmt_setting(d.get('eval_size'))}, test {_fmt_setting(d.get('test_size'))} examples, "
                  f"seed{'s' if len(d.get('seed_list') or []) > 1 else ''} {_fmt_setting(d.get('seed_list') or [])})"]
-        if "unequal" in d:
+        lines += size_search.protocol_text(d)
+        if "unequal" in d and d.get("protocol") != size_search.SEARCH:
             lines.append("  protocol: " + ("the same step budget, learning-rate grid and lengths for every architecture"
                                            if not d["unequal"] else "NOT the same for every architecture: "
                                            + "; ".join(d["unequal"])))

@@ -152,8 +152,11 @@ def _loads(text: str, what: str) -> dict:
     return doc
 
 
-def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", device: str | None = None) -> Sweep:
-    doc = _loads(text, origin)
+def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", device: str | None = None,
+          replace: dict[str, Any] | None = None) -> Sweep:
+    """A sweep from its TOML text; `replace` sets top-level tables of the file before it is read
+    (a preset's search file at the scale's lengths: {"grid": {...}, "name": ...})."""
+    doc = {**_loads(text, origin), **(replace or {})}
     where = origin
     for key in doc:
         if key not in TOP_KEYS:

@@ -1,0 +1,146 @@
+"""A size preset's search scale: "the paper's search" protocol, beside the "same size" one.
+
+Paper A's claims are of the form "even the best recurrent model within the paper's bounds
+loses to a small fixed Transformer". A `SearchScale` declares that search as a sweep file with a
+`[search]` table (`sweeps.search`): the recurrent families are searched (the same number of
+trials, the same rungs for each), the Transformer stays at the paper's size; the scale's
+lengths are the grid. Its cells are each family's winner per length, one per seed, so the
+preset's fair claims (controls, baselines, intervals over seeds) read them as they read a
+declared architecture; each claim names its protocol, the search and the winner it read.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..results import Claim, RunResult, Summary
+from ..sweeps.file import Sweep, parse
+from ..sweeps.search import Search, Walk, replay
+
+if TYPE_CHECKING:
+    from ..config import RunConfig
+
+SAME_SIZE, SEARCH = "same size", "the paper's search"
+
+
+@dataclass(frozen=True)
+class SearchScale:
+    """The sweep file of a search (TOML text, its grid left out) at lengths `Ns`; `tf` names
+    the arm that is not searched (the Transformer at the paper's size)."""
+
+    text: str
+    Ns: tuple[int, ...]
+    tf: str
+    families: tuple[str, ...]  # the searched arms' labels, in the order claims name them
+
+    def at(self, Ns: tuple[int, ...]) -> "SearchScale":
+        return dataclasses.replace(self, Ns=Ns)
+
+
+def search_sweep(name: str, scale: str, s: SearchScale, at: list[int] | None = None) -> Sweep:
+    """The preset's search as a sweep: its file at the scale's lengths (`at`: some of them)."""
+    from ..errors import ArchsepError
+
+    if at:
+        bad = [n for n in at if n not in s.Ns]
+        if bad:
+            raise ArchsepError.at("at", f"N={bad[0]} is not a length of {name} --scale {scale}; "
+                                        f"allowed: {', '.join(map(str, s.Ns))}")
+    Ns = [n for n in s.Ns if not at or n in at]
+    full = f"{name}-{scale}" + (f"-N{'-'.join(map(str, Ns))}" if at else "")
+    sweep = parse(s.text, origin=f"preset:{name}", replace={"grid": {"task_params.N": Ns}, "name": full})
+    return dataclasses.replace(sweep, preset=name, analysis={**sweep.analysis, "scale": scale})
+
+
+def width_of(params: dict) -> int:
+    return int(params.get("width", params.get("hidden", 0)) or 0)
+
+
+def winner_runs(search: Search, w: Walk) -> list[tuple[str, int, int, int, RunConfig]]:
+    """Each complete cell's runs at every seed, as (label, N, width, seed, config): a searched
+    family's winner (its configuration) or the arm that is not searched."""
+    out = []
+    for c, cell in enumerate(search.cells):
+        t = w.winner(c)
+        if c in w.incomplete or t is None:
+            continue
+        for seed in search.seeds:
+            cfg = search.config(c, t, None, seed)
+            out.append((cell.label, int(cfg.task_params["N"]), width_of(cfg.model_params), seed, cfg))
+    return out
+
+
+def analyze(exp: Any, results: list[RunResult], scale: str) -> Summary:
+    """The search scale's summary for size experiment `exp`: the search replayed over `results`
+    (a store's), each family's winner per length with its seeds as its cells, the claims read on
+    them."""
+    s: SearchScale = exp.scale(scale)
+    search = search_sweep(exp.registry_name, scale, s).search
+    assert search is not None
+    by_id = {r.run_id: r for r in results}
+    w = replay(search, by_id)
+    cells = exp.winner_cells(search, w)
+    records = [exp.record(c, [by_id.get(c.runs[0].run_id)]) for c in cells]
+    winners = []
+    for c, cell in enumerate(search.cells):
+        t = w.winner(c)
+        if cell.searched and t is not None and c not in w.incomplete:
+            winners.append({"label": cell.label, "N": cell.point["task_params.N"], "trial": t,
+                            "params": cell.params(t), "rungs": w.rungs[c]})
+    first = cells[0].runs[0].train if cells else None
+    Ns = sorted({c.N for c in cells})
+    data: dict[str, Any] = {
+        "task": exp.task, "protocol": SEARCH, "search": search.describe(), "winners": winners,
+        "baselines": exp.baselines(cells), "Ns": Ns or list(s.Ns),
+        "lrs": sorted({c.runs[0].train.lr for c in cells}), "steps": search.steps[-1],
+        "seeds": len(search.seeds), "seed_list": list(search.seeds),
+        "eval_size": first.eval_size if first else None, "test_size": first.test_size if first else None,
+        "target": round(1 - first.threshold, 6) if first else None, "threshold": first.threshold if first else None,
+        "unequal": [], "n_cells": len(records),
+        "n_errors": sum(r["status"] == "error" for r in records),
+        "n_missing": sum(r["status"] == "missing" for r in records), "cells": records,
+        "incomplete": sorted(search.cells[c].name for c in w.incomplete),
+        "notes": [f"{len(w.incomplete)} cell(s) of the search are not finished: "
+                  + ", ".join(sorted(search.cells[c].name for c in w.incomplete))] if w.incomplete else []}
+    summary = Summary(exp.registry_name, scale, data, exp.claims_of(data, scale), w.results())
+    summary.walk = (search, w)  # type: ignore[attr-defined]  # the curves' cells; not written
+    return summary
+
+
+def tag(claims: list[Claim], data: dict) -> list[Claim]:
+    """Every claim names its protocol (text and values); a search's claims also the search and
+    the winners they read (the labels among their values, at their length)."""
+    protocol = data.get("protocol", SAME_SIZE)
+    winners = {(w["label"], w["N"]): w["params"] for w in data.get("winners") or []}
+    out = []
+    for c in claims:
+        values: dict[str, Any] = {**c.values, "protocol": protocol}
+        if protocol == SEARCH:
+            d = data["search"]
+            values["search"] = {k: d[k] for k in ("trials", "steps", "keep", "seed")}
+            named = [k for k in c.values if (k, c.values.get("N")) in winners]
+            if "label" in c.values:
+                named.append(c.values["label"])
+            values["winners"] = {lab: winners[(lab, c.values.get("N"))] for lab in dict.fromkeys(named)
+                                 if (lab, c.values.get("N")) in winners}
+        out.append(Claim(c.kind, f"[{protocol}] {c.text}", c.held, values))
+    return out
+
+
+def protocol_text(d: dict) -> list[str]:
+    """The summary text's lines on a search: the search, then each winner."""
+    if d.get("protocol") != SEARCH:
+        return []
+    s = d["search"]
+    lines = [f"  protocol: {SEARCH}: each family's best of {s['trials']} trials drawn from its space, successive "
+             f"halving at {s['steps']} steps (keep {s['keep']:g}), chosen on validation; the winner with seeds "
+             f"{s['seeds']}; the arm not searched as declared"]
+    for lab, arm in s["arms"].items():
+        lines.append(f"    {lab} space: " + ", ".join(f"{k.split('.')[-1]} {v}" for k, v in arm["space"].items()))
+    for w in d.get("winners") or []:
+        lines.append(f"    winner {w['label']} at N={w['N']}: "
+                     + ", ".join(f"{k.split('.')[-1]}={v}" for k, v in w["params"].items()))
+    if d.get("incomplete"):
+        lines.append(f"    not finished: {', '.join(d['incomplete'])}")
+    return lines
