@@ -56,7 +56,7 @@ def plan_sweep(exp: Experiment, scale: str = "full", device: str | None = None,
         if overrides or only:
             raise ArchsepError.at("set" if overrides else "only", f"{name} --scale {scale} is a search; its space "
                                   "is its sweep file's (--print-toml), which can be edited and run as a file")
-        return search_sweep(name, scale, s, at)
+        return search_sweep(name, scale, s, at, device)
     configs = exp.plan(scale, device or "auto")
     if overrides:
         configs = override_plan(configs, overrides, name)

@@ -38,7 +38,8 @@ class SearchScale:
         return dataclasses.replace(self, Ns=Ns)
 
 
-def search_sweep(name: str, scale: str, s: SearchScale, at: list[int] | None = None) -> Sweep:
+def search_sweep(name: str, scale: str, s: SearchScale, at: list[int] | None = None,
+                 device: str | None = None) -> Sweep:
     """The preset's search as a sweep: its file at the scale's lengths (`at`: some of them)."""
     from ..errors import ArchsepError
 
@@ -49,7 +50,8 @@ def search_sweep(name: str, scale: str, s: SearchScale, at: list[int] | None = N
                                         f"allowed: {', '.join(map(str, s.Ns))}")
     Ns = [n for n in s.Ns if not at or n in at]
     full = f"{name}-{scale}" + (f"-N{'-'.join(map(str, Ns))}" if at else "")
-    sweep = parse(s.text, origin=f"preset:{name}", replace={"grid": {"task_params.N": Ns}, "name": full})
+    sweep = parse(s.text, origin=f"preset:{name}", replace={"grid": {"task_params.N": Ns}, "name": full},
+                  device=device)
     return dataclasses.replace(sweep, preset=name, analysis={**sweep.analysis, "scale": scale})
 
 

@@ -217,7 +217,7 @@ def parse(text: str, origin: str = "<sweep>", default_name: str = "sweep", devic
         if "match" in doc:
             raise ArchsepError(f"{where}: match: a search chooses each arm's size itself; drop [match] or [search]")
         search = plan_search(doc["search"], base, arms, labels, axes, seeds, where,
-                             lambda k, v, loc: _check_value(k, v, loc, tasks, archs, where))
+                             lambda k, v, loc: _check_value(k, v, loc, tasks, archs, where), device)
         _check_separations(analysis, set(map(str, labels)), where)
         return Sweep(name, search.first_rung(), text, origin, analysis=analysis, search=search)
     matcher = Matcher(doc["match"], base, arms, labels, where) if "match" in doc else None

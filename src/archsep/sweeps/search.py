@@ -79,13 +79,14 @@ class Search:
     seeds: tuple[int, ...]
     cells: list[Cell]
     batch_sizes: dict[int, int] = field(default_factory=dict)  # cell index -> its batch size
+    device: str | None = None  # every run's train.device (not part of a run's identity); None: the file's
 
     def config(self, c: int, trial: int, rung: int | None = None, seed: int | None = None) -> RunConfig:
         """Cell c's trial (its only configuration, for an arm not searched) at a rung (None: the
         last) with a seed (None: the trials' seed, the sweep's first)."""
         steps = self.steps[-1 if rung is None else rung]
         flat = {**self.cells[c].flats[trial], "seed": self.seeds[0] if seed is None else seed,
-                "train.budget": steps * self.batch_sizes[c]}
+                "train.budget": steps * self.batch_sizes[c], **({"train.device": self.device} if self.device else {})}
         return RunConfig.from_dict(_nest(flat))
 
     def first_rung(self) -> list[RunConfig]:
@@ -321,7 +322,7 @@ def _spaces(doc: dict, labels: list, axes: dict, where: str, check: Callable) ->
 
 
 def plan(doc: Any, base: dict, arms: list[dict], labels: list, axes: dict[str, list], seeds: list[int] | None,
-         where: str, check: Callable[[str, Any, str], Any]) -> Search:
+         where: str, check: Callable[[str, Any, str], Any], device: str | None = None) -> Search:
     """The search of a sweep file's `[search]` table (`doc`), over its base, arms and grid
     (checked by `sweeps.file.parse`); `check(key, value, loc)` type-checks one value."""
     _check_table(doc, "search", SEARCH_KEYS, where)
@@ -367,7 +368,7 @@ def plan(doc: Any, base: dict, arms: list[dict], labels: list, axes: dict[str, l
                 raise ArchsepError(f"{where}: search.steps: {bad[0]} is not a multiple of train.eval_every = "
                                    f"{tc.eval_every} (a rung reads the held-out metric at its last step)")
             batch[c] = tc.batch_size
-    out = Search(steps, keep, trials, seed, tuple(seeds), cells, batch)
+    out = Search(steps, keep, trials, seed, tuple(seeds), cells, batch, device)
     seen: dict[str, str] = {}
     for c, cell in enumerate(cells):
         for t in range(len(cell.flats)):

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# lookup-fig2's search scale (issue 52, "the paper's search") at the lengths AT (default 200) on one
+# lent GPU, for at most SECONDS (default 480): `archsep reproduce lookup-fig2 --scale search --at AT`.
+# Its price first: `archsep reproduce lookup-fig2 --scale search --at 200 --dry-run` (a GPU's time is
+# modelled there). A search is resumable: every finished trial is a stored run, so a cut loses only
+# the runs in flight; the next call (on this or another machine) starts from the runs brought home
+# (FROM=the jsonl, copied into the working tree). A promoted trial that finished on another machine
+# trains again from step 0 there (its kept end does not travel), to the same numbers.
+# Usage, on the device machine, from the repository root:
+#   AT=200 bash scripts/device/lookup_search.sh 480
+#   AT=200 FROM=ls200.jsonl bash scripts/device/lookup_search.sh 480    (a second call)
+# Everything it keeps goes under $OUT: the finished runs as jsonl (exported every minute), the log,
+# the summary when the search finished, the machine. Bring the runs home with
+# `archsep import $OUT/search.jsonl --out STORE`, then `archsep reproduce lookup-fig2 --scale search
+# --at AT --out STORE` finishes or summarises it there.
+set -u
+T=${1:-480}
+PY=${PY:-python3}
+DEV=${DEVICE:-cuda}
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+W=$(mktemp -d)
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
+  $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"
+  nproc; } > "$OUT/machine.txt" 2>&1
+save() {
+  [ -e "$W/s/archsep.db" ] && $PY -m archsep export "$W/s" --format jsonl -o "$OUT/search.jsonl.tmp" >/dev/null 2>&1 \
+    && mv "$OUT/search.jsonl.tmp" "$OUT/search.jsonl"
+}
+if [ -n "${FROM:-}" ]; then
+  $PY -m archsep import "$FROM" --out "$W/s" > "$OUT/import.log" 2>&1 || { cat "$OUT/import.log"; exit 1; }
+fi
+timeout "$T" $PY -m archsep reproduce lookup-fig2 --scale search --at "${AT:-200}" --device "$DEV" \
+  --workers "${WORKERS:-2}" --no-progress --out "$W/s" > "$OUT/search.log" 2>&1 &
+P=$!
+n=0
+while kill -0 $P 2>/dev/null; do
+  sleep 5; n=$((n + 1)); [ $((n % 12)) = 0 ] && save
+done
+wait $P; rc=$?
+save
+for f in summary.json summary.txt search.json; do [ -e "$W/s/$f" ] && cp "$W/s/$f" "$OUT/"; done
+$PY -m archsep status "$W/s" >> "$OUT/search.log" 2>&1
+tail -5 "$OUT/search.log"
+exit $rc
