@@ -79,3 +79,13 @@ def test_the_same_size_scales_name_their_protocol():
     claims = exp.claims_of(data, "cpu")
     assert claims and all(c.text.startswith(f"[{SAME_SIZE}] ") and c.values["protocol"] == SAME_SIZE
                           for c in claims)
+
+
+def test_the_lookup_search_prices_itself_before_anything_runs(tmp_path):
+    from sweep_util import cli
+
+    r = cli("reproduce", "lookup-fig2", "--scale", "search", "--at", "20", "--dry-run", "--out", tmp_path / "o",
+            timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "a search over 5 arm(s) x 1 cell(s): 12 trials per arm and cell, rungs at [1000, 4000, 16000]" in r.stdout
+    assert "at most [12, 3, 1] trials trained at each" in r.stdout and not (tmp_path / "o").exists()
