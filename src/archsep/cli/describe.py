@@ -81,7 +81,8 @@ def cmd_list(a: argparse.Namespace) -> int:
             if title == "archs":
                 extra += [s for s in [state_line(cls)] if s]
             if title == "presets":
-                extra += [f"{scale}: not yet fair" for scale in getattr(cls, "caveats", {})]
+                extra += [f"{scale}: " + ("not yet fair" if text.startswith("not yet") else text.split(" (")[0])
+                          for scale, text in getattr(cls, "caveats", {}).items()]
             tail = f"  [{'; '.join(extra)}]" if extra else ""
             print(f"  {n:<{width}}{summary_line(cls)}{tail}")
     print(f"(model state sizes at their defaults on {REFERENCE[0]} N={REFERENCE[1]['N']}; `archsep describe NAME` "
