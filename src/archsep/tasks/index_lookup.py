@@ -6,15 +6,26 @@ Input: symbols s_1..s_k (token ids 0..vocab-1), then one query token `vocab + p 
 position p in [k] (a separate block of N index tokens). Target: s_p, classified at the last
 position. Chance accuracy 1/vocab (symbols are uniform, so no constant does better).
 
-Lengths: with `train_lengths="variable"` each *batch* (one `sample` call) has one k drawn
-uniformly from {min_length..N}, so a batch is a plain tensor with no padding; examples are
-i.i.d. given that k. `sample_test` (held-out, validation and test sets) always uses k = N.
+Lengths (`train_lengths`):
+- "variable" (the default): each *batch* (one `sample` call) has one k drawn uniformly from
+  {min_length..N}, so a batch is a plain tensor with no padding; examples are i.i.d. given that k.
+- "fixed": k = N in every example.
+- "per-example": each *example* has its own k drawn uniformly from {min(min_length, N)..N}; the
+  batch is padded on the LEFT to N symbols with one pad token, id `vocab + N` (the vocabulary
+  grows by one for this value only), so the query stays last, where the label is read:
+
+    x = [pad] [pad] 55 32 31 [p=2]   (N = 5, k = 3: ids 69 69 55 32 31 65, vocab 64)  ->  32
+
+  No attention mask: a model sees the pads as tokens, and s_p sits at position N - k + p - 1
+  (0-based), not p - 1: finding it by position needs k, a count of the pads (with learned
+  positions every arm tried lost the task this way: docs/results/lookup-diagnostics/).
+`sample_test` (held-out, validation and test sets) always uses k = N (no pads).
 
 Trivial baselines (`trivial_baselines`): the constant (1/vocab), and "sequence-mode": ignore the
 query and predict the most frequent symbol of s_1..s_k (the smallest id among equally frequent
-ones). The queried position is uniform and independent of the symbols, so it scores
-E[count of the predicted symbol] / k: above 1/vocab = 1.6% (vocab 64: about 7% at N = 50,
-5% at N = 100, 4% at N = 200), falling towards 1/vocab as N grows.
+ones; pads are not symbols and are not counted). The queried position is uniform and independent
+of the symbols, so it scores E[count of the predicted symbol] / k: above 1/vocab = 1.6% (vocab 64:
+about 7% at N = 50, 5% at N = 100, 4% at N = 200), falling towards 1/vocab as N grows.
 """
 from __future__ import annotations
 
@@ -39,20 +50,26 @@ def draw_length(lo: int, hi: int, generator: torch.Generator, step: int = 1) -> 
 class IndexLookup(ClassificationTask):
     N: int = 100  # evaluation length (symbols); the longest training length
     vocab: int = 64  # symbol alphabet
-    train_lengths: Literal["variable", "fixed"] = "variable"
-    min_length: int = 10  # shortest training length when variable (clipped to N)
+    train_lengths: Literal["variable", "fixed", "per-example"] = "variable"
+    min_length: int = 10  # shortest training length when variable or per-example (clipped to N)
     seed: int = 0  # unused: the task has no hidden randomness
 
     def __post_init__(self) -> None:
         check(self.N >= 1, "N", f"must be >= 1, got {self.N}")
         check(self.vocab >= 2, "vocab", f"must be >= 2, got {self.vocab}")
-        check(self.train_lengths in ("variable", "fixed"), "train_lengths",
-              f"must be 'variable' or 'fixed', got {self.train_lengths!r}")
+        check(self.train_lengths in ("variable", "fixed", "per-example"), "train_lengths",
+              f"must be 'variable', 'fixed' or 'per-example', got {self.train_lengths!r}")
         check(self.min_length >= 1, "min_length", f"must be >= 1, got {self.min_length}")
 
     @property
+    def pad(self) -> int:
+        """The pad token of per-example lengths: the id after the N index tokens."""
+        return self.vocab + self.N
+
+    @property
     def spec(self) -> TaskSpec:
-        return TaskSpec("tokens", self.vocab + self.N, self.N + 1, self.vocab, "last")
+        extra = 1 if self.train_lengths == "per-example" else 0  # the pad token, only where used
+        return TaskSpec("tokens", self.vocab + self.N + extra, self.N + 1, self.vocab, "last")
 
     @property
     def chance_accuracy(self) -> float:
@@ -60,15 +77,20 @@ class IndexLookup(ClassificationTask):
 
     @property
     def fixed_shapes(self) -> bool:
+        # per-example batches are all (n, N+1) too, but their examples differ in length: they are
+        # planned and costed as variable lengths are (and no replayed training set)
         return self.train_lengths == "fixed"
 
     @staticmethod
     def sequence_mode(x: torch.Tensor, vocab: int) -> torch.Tensor:
-        """(B, k+1) inputs (symbols, then the query) -> (B,) the most frequent symbol of each
-        example's s_1..s_k, the smallest id on a tie."""
+        """(B, L) inputs (any left pads, the symbols, then the query) -> (B,) the most frequent
+        symbol of each example's s_1..s_k, the smallest id on a tie. Only ids < vocab (symbols)
+        are counted: pads are not."""
         s = x[:, :-1]
-        counts = torch.zeros(x.shape[0], vocab, dtype=torch.long, device=x.device)
+        s = torch.where(s < vocab, s, vocab)  # every non-symbol into one extra bin, dropped below
+        counts = torch.zeros(x.shape[0], vocab + 1, dtype=torch.long, device=x.device)
         counts.scatter_add_(1, s, torch.ones_like(s))
+        counts = counts[:, :vocab]
         top = counts.amax(1, keepdim=True)
         ids = torch.arange(vocab, device=x.device).expand_as(counts)
         return torch.where(counts == top, ids, vocab).amin(1)
@@ -83,6 +105,8 @@ class IndexLookup(ClassificationTask):
     def sample(self, n: int, generator: torch.Generator) -> Batch:
         if self.train_lengths == "fixed":
             return self.sample_length(n, self.N, generator)
+        if self.train_lengths == "per-example":
+            return self.sample_per_example(n, generator)
         return self.sample_length(n, draw_length(min(self.min_length, self.N), self.N, generator), generator)
 
     def sample_test(self, n: int, generator: torch.Generator) -> Batch:
@@ -95,4 +119,19 @@ class IndexLookup(ClassificationTask):
         p = torch.randint(0, k, (n,), generator=generator, device=dev)  # 0-based position
         x = torch.cat([s, (self.vocab + p).unsqueeze(1)], dim=1)
         y = s.gather(1, p.unsqueeze(1)).squeeze(1)
+        return Batch(x, y, tuples=p.unsqueeze(1))
+
+    def sample_per_example(self, n: int, generator: torch.Generator) -> Batch:
+        """n examples, each with its own k uniform over {min(min_length, N)..N}, left-padded with
+        `pad` to N symbols: x (n, N+1), the query last; tuples the 0-based p within the symbols."""
+        dev, N = generator.device, self.N
+        k = torch.randint(min(self.min_length, N), N + 1, (n,), generator=generator, device=dev)
+        s = torch.randint(0, self.vocab, (n, N), generator=generator, device=dev)
+        u = torch.rand(n, generator=generator, device=dev, dtype=torch.float64)  # as the committed runs drew it
+        p = (u * k).long().clamp_(max=k - 1)  # uniform over {0..k-1}, per example
+        first = N - k  # slot of s_1
+        slots = torch.arange(N, device=dev).expand(n, N)
+        s = torch.where(slots < first.unsqueeze(1), self.pad, s)
+        x = torch.cat([s, (self.vocab + p).unsqueeze(1)], dim=1)
+        y = s.gather(1, (first + p).unsqueeze(1)).squeeze(1)
         return Batch(x, y, tuples=p.unsqueeze(1))
