@@ -11,6 +11,7 @@ declared architecture; each claim names its protocol, the search and the winner 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -50,8 +51,14 @@ def search_sweep(name: str, scale: str, s: SearchScale, at: list[int] | None = N
                                         f"allowed: {', '.join(map(str, s.Ns))}")
     Ns = [n for n in s.Ns if not at or n in at]
     full = f"{name}-{scale}" + (f"-N{'-'.join(map(str, Ns))}" if at else "")
-    sweep = parse(s.text, origin=f"preset:{name}", replace={"grid": {"task_params.N": Ns}, "name": full},
-                  device=device)
+    # the file as it runs: its name and the lengths as its grid (what --print-toml shows, and the
+    # store keeps with the runs)
+    if "[grid]" in s.text:  # a file with lengths of its own: the scale's replace them
+        sweep = parse(s.text, origin=f"preset:{name}", replace={"grid": {"task_params.N": Ns}, "name": full},
+                      device=device)
+    else:
+        text = re.sub(r'(?m)^name = ".*"$', f'name = "{full}"', s.text, count=1).rstrip("\n")
+        sweep = parse(text + f'\n\n[grid]\n"task_params.N" = {Ns}\n', origin=f"preset:{name}", device=device)
     return dataclasses.replace(sweep, preset=name, analysis={**sweep.analysis, "scale": scale})
 
 
