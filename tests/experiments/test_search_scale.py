@@ -57,6 +57,14 @@ def test_a_search_scale_reads_each_familys_winner_and_its_claims_name_their_prot
     assert lstm_control.values["protocol"] == SEARCH and lstm_control.values["search"]["steps"] == [40, 80, 160]
     assert lstm_control.values["winners"]["LSTM"] == next(x["params"] for x in d["winners"]
                                                          if x["label"] == "LSTM" and x["N"] == 6)
+    # its cost: each trial's steps (to its crossing, its stop or its last rung) against every
+    # trial trained to the last rung
+    cost = d["search_cost"]
+    assert cost["every_trial_to_the_end"] == 2 * 4 * 160
+    lstm = [c for c, cell in enumerate(sweep.search.cells) if cell.label == "LSTM"]
+    assert cost["trial_steps"] == sum(min(r.samples, r.config["train"]["budget"]) // 64
+                                      for c in lstm for r in w.latest[c].values())
+    assert 0 < cost["trial_steps"] < cost["every_trial_to_the_end"]
     written = json.loads((tmp_path / "summary.json").read_text())
     assert [c["text"] for c in written["claims"]] == texts
     assert "protocol: the paper's search" in (tmp_path / "summary.txt").read_text()

@@ -98,9 +98,18 @@ def analyze(exp: Any, results: list[RunResult], scale: str) -> Summary:
             winners.append({"label": cell.label, "N": cell.point["task_params.N"], "trial": t,
                             "params": cell.params(t), "rungs": w.rungs[c]})
     first = cells[0].runs[0].train if cells else None
+    # what the search cost against training every trial to the last rung (issue "many small models,
+    # fast"): the steps each trial trained (its latest run covers all of it) and the runs' own time
+    trials = [r for c, by in w.latest.items() if c not in w.incomplete for r in by.values()]
+    done = [c for c, cell in enumerate(search.cells) if cell.searched and c not in w.incomplete]
+    cost = {"trial_steps": sum(steps_trained(r) for r in trials),
+            "every_trial_to_the_end": sum(len(search.cells[c].flats) for c in done) * search.steps[-1],
+            "trials_wall_s": round(sum(r.wall_s for r in trials), 1),
+            "winners_wall_s": round(sum(r.wall_s for r in w.final.values() if r.run_id not in
+                                        {t.run_id for t in trials}), 1)}
     Ns = sorted({c.N for c in cells})
     data: dict[str, Any] = {
-        "task": exp.task, "protocol": SEARCH, "search": search.describe(), "winners": winners,
+        "task": exp.task, "protocol": SEARCH, "search": search.describe(), "winners": winners, "search_cost": cost,
         "baselines": exp.baselines(cells), "Ns": Ns or list(s.Ns),
         "lrs": sorted({c.runs[0].train.lr for c in cells}), "steps": search.steps[-1],
         "seeds": len(search.seeds), "seed_list": list(search.seeds),
@@ -115,6 +124,14 @@ def analyze(exp: Any, results: list[RunResult], scale: str) -> Summary:
     summary = Summary(exp.registry_name, scale, data, exp.claims_of(data, scale), w.results())
     summary.walk = (search, w)  # type: ignore[attr-defined]  # the curves' cells; not written
     return summary
+
+
+def steps_trained(r: RunResult) -> int:
+    """The steps a run trained: to its first crossing, its stop, or its budget."""
+    bs = int(r.config["train"]["batch_size"])
+    if r.samples is not None:
+        return r.samples // bs
+    return (r.curve[-1][0] if r.curve else 0) // bs
 
 
 def tag(claims: list[Claim], data: dict) -> list[Claim]:
@@ -150,6 +167,12 @@ def protocol_text(d: dict) -> list[str]:
     for w in d.get("winners") or []:
         lines.append(f"    winner {w['label']} at N={w['N']}: "
                      + ", ".join(f"{k.split('.')[-1]}={v}" for k, v in w["params"].items()))
+    c = d.get("search_cost")
+    if c and c["every_trial_to_the_end"]:
+        lines.append(f"    the trials trained {c['trial_steps']} steps of the {c['every_trial_to_the_end']} that every "
+                     f"trial to the last rung would take ({100 * c['trial_steps'] / c['every_trial_to_the_end']:.0f}%; "
+                     f"{c['trials_wall_s']:.0f} s of their runs' own time, the winners' other runs "
+                     f"{c['winners_wall_s']:.0f} s)")
     if d.get("incomplete"):
         lines.append(f"    not finished: {', '.join(d['incomplete'])}")
     return lines
