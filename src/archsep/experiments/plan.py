@@ -54,8 +54,9 @@ def plan_sweep(exp: Experiment, scale: str = "full", device: str | None = None,
     s = exp.scale(scale)
     if isinstance(s, SearchScale):  # "the paper's search": a sweep file with [search] (sweeps/search.py)
         if overrides or only:
-            raise ArchsepError.at("set" if overrides else "only", f"{name} --scale {scale} is a search; its space "
-                                  "is its sweep file's (--print-toml), which can be edited and run as a file")
+            what = ", ".join(overrides) if overrides else ",".join(only or [])
+            raise ArchsepError.at("set" if overrides else "only", f"{what}: {name} --scale {scale} is a search; its "
+                                  "space is its sweep file's (--print-toml), which can be edited and run as a file")
         return search_sweep(name, scale, s, at, device)
     configs = exp.plan(scale, device or "auto")
     if overrides:
