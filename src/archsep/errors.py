@@ -38,10 +38,12 @@ def closest(name: str, allowed: Iterable[str]) -> str:
     return f" (did you mean '{match[0]}'?)" if match else ""
 
 
-def unknown(field: str, value: object, allowed: Iterable[str]) -> ArchsepError:
+def unknown(field: str, value: object, allowed: Iterable[str], hint: str = "") -> ArchsepError:
+    """'field: unknown value ...; allowed: ...', with the nearest allowed name and `hint` (in
+    brackets, at the end) where given."""
     allowed = sorted(allowed)
-    return ArchsepError.at(field,
-                           f"unknown value '{value}'{closest(str(value), allowed)}; allowed: {', '.join(allowed)}")
+    detail = f"unknown value '{value}'{closest(str(value), allowed)}; allowed: {', '.join(allowed)}"
+    return ArchsepError.at(field, detail + (f" ({hint})" if hint else ""))
 
 
 def check(cond: bool, field: str, message: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Callable, Generic, Iterator, TypeVar
 from .errors import ArchsepError, closest, unknown
 
 T = TypeVar("T")
+PLUGIN_HINT = "a plugin's name? load it with --import MODULE_OR_PATH or the sweep file's imports = [...]"
 INF_OK = {"screen_z"}  # float fields where +inf has a meaning ("never stop early"); every other rejects nan/inf
 
 
@@ -48,8 +49,9 @@ class Registry(Generic[T]):
     """Names -> classes. Plugins add to it (see `archsep.plugins`): by decorator in their own
     module, through the `archsep.plugins` entry points, or by import string 'pkg.mod:Class'."""
 
-    def __init__(self, kind: str, base: type | None = None):
+    def __init__(self, kind: str, base: type | None = None, plugins: bool = False):
         self.kind = kind
+        self.plugins = plugins  # a name a sweep file uses may come from a plugin: an unknown one says how to load it
         self.base = base  # what an import string must name
         self._items: dict[str, type[T]] = {}
         self._aliases: dict[str, str] = {}  # an earlier name -> the name it was renamed to
@@ -138,7 +140,7 @@ class Registry(Generic[T]):
                 return self._from_import_string(name)
             plugins.load_entry_points()  # an installed plugin may provide it
             if name not in self._items:
-                raise unknown(self.kind, name, self._items)
+                raise unknown(self.kind, name, self._items, PLUGIN_HINT if self.plugins else "")
         return self._items[name]
 
     def _from_loaded_module(self, name: str) -> type[T]:

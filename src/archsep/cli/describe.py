@@ -42,13 +42,18 @@ def _own_doc(cls: type) -> str:
     return inspect.cleandoc(doc or (sys.modules[cls.__module__].__doc__ or ""))
 
 
+# what a '. ' follows when it does not end a sentence: "et al. 2023", "paper A, Fig. 2", "Eq. A.2"
+ABBREVIATIONS = ("al", "e.g", "i.e", "cf", "vs", "resp", "approx", "Fig", "Figs", "Eq", "Eqs", "Thm", "Prop",
+                 "Lem", "Cor", "Def", "App", "Sec", "Tab", "Ref", "Alg")
+_SENTENCE_END = re.compile("".join(rf"(?<!\b{re.escape(a)})" for a in ABBREVIATIONS) + r"\.\s")
+
+
 def summary_line(cls: type, limit: int = 110) -> str:
     """The first sentence of what the entry says about itself (a preset's description), on one
     line, cut at `limit` characters."""
     text = getattr(cls, "description", "") or _own_doc(cls)
     para = " ".join(text.strip().split("\n\n")[0].split())
-    # a sentence's end, not "et al. ", "Fig. 2", "Eq. 3", "Thm. 7", "Prop. 3"
-    end = re.search(r"(?<!\bal)(?<!e\.g)(?<!i\.e)(?<!Fig)(?<!Eq)(?<!Thm)(?<!Prop)\.\s", para)
+    end = _SENTENCE_END.search(para)
     first = para[: end.start() + 1] if end else para
     return first if len(first) <= limit else first[: limit - 1].rsplit(" ", 1)[0] + " …"
 

@@ -1,6 +1,7 @@
 """Figures for papers: PNG and SVG side by side."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import IO
 
@@ -29,10 +30,63 @@ def plain(text: object, limit: int = 100) -> str:
     return "\n".join(lines).replace("$", r"\$")
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+class PlainLogFormatter(matplotlib.ticker.LogFormatter):
+    """A log (or symlog) axis's tick labels in plain text: 10⁴, 2×10³, 10⁻², written with
+    Unicode superscripts, where matplotlib's own log formatters write mathtext
+    (`$\\mathdefault{10^{4}}$`), which prints as it is written under `text.parse_math: False`
+    (`archsep report`, so that stored labels are drawn as written). Which ticks get a label is
+    matplotlib's (`LogFormatter`): the decades, and the minor ticks when few decades are shown."""
+
+    def __call__(self, x, pos=None) -> str:
+        s = super().__call__(x, pos)  # '' for an unlabelled tick; the value's size alone
+        return self.fix_minus("-") + s if s and x < 0 else s
+
+    def _num_to_string(self, x, vmin, vmax) -> str:
+        return log_label(x, getattr(self, "_base", 10.0))
+
+
+def log_label(x: float, base: float = 10.0) -> str:
+    """x > 0 as a log axis labels it, in plain text: '10³' (a decade), '2×10³' (a minor tick),
+    '%g' in another base."""
+    if base != 10 or not math.isfinite(x) or x <= 0:
+        return f"{x:g}"
+    exponent = math.floor(math.log10(x) + 1e-9)
+    coeff = round(x / 10.0**exponent, 6)
+    if coeff >= 10:  # rounding at a decade's edge
+        coeff, exponent = coeff / 10, exponent + 1
+    power = "10" + str(exponent).translate(_SUPERSCRIPT)
+    return power if coeff == 1 else f"{coeff:g}×{power}"
+
+
+def plain_ticks(fig) -> None:
+    """Every tick formatter of `fig` that would write mathtext made to write plain text: a log
+    or symlog axis gets `PlainLogFormatter` (keeping its base and which ticks it labels), a linear
+    axis's `ScalarFormatter` stops using mathtext. Called on every figure archsep writes (`save`,
+    and the report's own figures), so that no label prints as '$\\mathdefault{...}$' where
+    `text.parse_math` is off."""
+    ticker = matplotlib.ticker
+    for ax in fig.get_axes():
+        for axis in (ax.xaxis, ax.yaxis):
+            for formatter, setter in ((axis.get_major_formatter(), axis.set_major_formatter),
+                                      (axis.get_minor_formatter(), axis.set_minor_formatter)):
+                if isinstance(formatter, ticker.LogFormatterMathtext):  # LogFormatterSciNotation too
+                    setter(PlainLogFormatter(base=getattr(formatter, "_base", 10.0),
+                                             labelOnlyBase=formatter.labelOnlyBase,
+                                             minor_thresholds=formatter.minor_thresholds,
+                                             linthresh=getattr(formatter, "_linthresh", None)))
+                elif isinstance(formatter, ticker.ScalarFormatter) and formatter.get_useMathText():
+                    formatter.set_useMathText(False)
+
+
 def save(fig, stem: Path) -> list[Path]:
-    """STEM.png and STEM.svg, each written atomically (archsep.fileio)."""
+    """STEM.png and STEM.svg, each written atomically (archsep.fileio), their tick labels in
+    plain text (`plain_ticks`)."""
     from ..fileio import atomic_write
 
+    plain_ticks(fig)
     paths = []
     try:
         for ext in ("png", "svg"):

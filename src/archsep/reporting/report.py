@@ -31,6 +31,9 @@ SAMPLES_STATUSES = ("ok", "censored")
 def _png(fig) -> str:
     import matplotlib.pyplot as plt
 
+    from .plots import plain_ticks
+
+    plain_ticks(fig)  # drawn under text.parse_math: False: no mathtext in a tick label
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)

@@ -21,7 +21,7 @@ class Link:
         raise NotImplementedError
 
 
-LINKS: Registry[Link] = Registry("link")
+LINKS: Registry[Link] = Registry("link", plugins=True)
 
 
 def _unit_rows(rows: int, d: int, generator: torch.Generator) -> torch.Tensor:

@@ -86,10 +86,10 @@ class BaseConv(MixerStack):
 @MODELS.register("baseconv")
 @dataclass(frozen=True)
 class BaseConvConfig(ModelConfig):
-    """BaseConv: `layers` pre-LN blocks of width `width` whose mixer is a gated long convolution
-    (an explicit filter of `kernel` taps per channel, default the task's whole length, after a
-    short causal convolution of `short` taps), and a GELU MLP of width `mlp_width` (default
-    4*width); positions: learned | sinusoidal | none added to the embedding (none: the
+    """BaseConv: a gated long convolution (an explicit filter of `kernel` taps per channel,
+    default the task's whole length, after a short causal convolution of `short` taps) as the
+    mixer of `layers` pre-LN blocks of width `width`, each with a GELU MLP of width `mlp_width`
+    (default 4*width); positions: learned | sinusoidal | none added to the embedding (none: the
     convolution is position-aware)."""
 
     layers: int = 2

@@ -57,11 +57,11 @@ class Based(MixerStack):
 @MODELS.register("based")
 @dataclass(frozen=True)
 class BasedConfig(ModelConfig):
-    """Based: `layers` pre-LN blocks of width `width` with `heads` heads, alternating Taylor
-    linear attention (q, k projected to `feature_dim` per head; None: the head width) and
-    sliding-window softmax attention over the last `window` positions (every `window_every`-th
-    layer; rotary q and k when `rope`), each followed by a GELU MLP of width `mlp_width` (default
-    4*width); absolute positions (`positions`: learned | sinusoidal | none) added to the embedding."""
+    """Based: Taylor linear attention (q, k projected to `feature_dim` per head; None: the head
+    width) alternating with sliding-window softmax attention over the last `window` positions
+    (every `window_every`-th layer; rotary q and k when `rope`), `heads` heads, in `layers` pre-LN
+    blocks of width `width`, each followed by a GELU MLP of width `mlp_width` (default 4*width);
+    absolute positions (`positions`: learned | sinusoidal | none) added to the embedding."""
 
     layers: int = 2
     width: int = 64

@@ -148,9 +148,10 @@ class DeltaNet(MixerStack):
 @MODELS.register("deltanet")
 @dataclass(frozen=True)
 class DeltaNetConfig(ModelConfig):
-    """DeltaNet: `layers` pre-LN blocks of width `width` with `heads` heads of delta-rule linear
-    attention (gated: Gated DeltaNet's decayed delta rule) and a GELU MLP of width `mlp_width`
-    (default 4*width); positions: learned | sinusoidal | none, added to the embedding."""
+    """DeltaNet: delta-rule linear attention in `heads` heads (gated: Gated DeltaNet's decayed
+    delta rule) as the mixer of `layers` pre-LN blocks of width `width`, each with a GELU MLP of
+    width `mlp_width` (default 4*width); positions: learned | sinusoidal | none, added to the
+    embedding."""
 
     layers: int = 2
     width: int = 64

@@ -127,10 +127,10 @@ class GLA(MixerStack):
 @MODELS.register("gla")
 @dataclass(frozen=True)
 class GLAConfig(ModelConfig):
-    """Gated linear attention: `layers` pre-LN blocks of width `width` with `heads` heads of
-    linear attention whose state decays per key dimension by sigmoid(x W_a + b)^(1/tau), and a
-    GELU MLP of width `mlp_width` (default 4*width); positions: learned | sinusoidal | none,
-    added to the embedding (none, as in the paper)."""
+    """Gated linear attention (GLA): linear attention in `heads` heads whose state decays per key
+    dimension by sigmoid(x W_a + b)^(1/tau), as the mixer of `layers` pre-LN blocks of width
+    `width`, each with a GELU MLP of width `mlp_width` (default 4*width); positions: learned |
+    sinusoidal | none, added to the embedding (none, as in the paper)."""
 
     layers: int = 2
     width: int = 64

@@ -105,11 +105,11 @@ class H3(MixerStack):
 @MODELS.register("h3")
 @dataclass(frozen=True)
 class H3Config(ModelConfig):
-    """H3: `layers` pre-LN blocks of width `width` whose mixer is H3's q ⊙ SSM_diag(SSM_shift(k) v^T)
-    in `heads` heads (a shift SSM of `shift` taps on k, a diagonal S4D SSM of `d_state` complex
-    modes per key channel, steps Δ log-uniform in [dt_min, dt_max]), and a GELU MLP of width
-    `mlp_width` (default 4*width); positions: learned | sinusoidal | none added to the embedding
-    (none: the SSMs are position-aware)."""
+    """H3: q ⊙ SSM_diag(SSM_shift(k) v^T) in `heads` heads (a shift SSM of `shift` taps on k, a
+    diagonal S4D SSM of `d_state` complex modes per key channel, steps Δ log-uniform in [dt_min,
+    dt_max]) as the mixer of `layers` pre-LN blocks of width `width`, each with a GELU MLP of
+    width `mlp_width` (default 4*width); positions: learned | sinusoidal | none added to the
+    embedding (none: the SSMs are position-aware)."""
 
     layers: int = 2
     width: int = 64

@@ -122,12 +122,12 @@ class Hyena(MixerStack):
 @MODELS.register("hyena")
 @dataclass(frozen=True)
 class HyenaConfig(ModelConfig):
-    """Hyena: `layers` pre-LN blocks of width `width` whose mixer is the order-2 Hyena operator
-    y = x2 ⊙ (h2 ⊛ (x1 ⊙ (h1 ⊛ v))), v, x1, x2 projections after a short causal convolution of
-    `short` taps, implicit long filters h1, h2 of `kernel` taps (default the task's length) made
-    by a sine MLP of width `filter_width` over the tap's position, times an exponential window;
-    and a GELU MLP of width `mlp_width` (default 4*width); positions: learned | sinusoidal | none
-    added to the embedding (none: the convolutions are position-aware)."""
+    """Hyena: the order-2 Hyena operator y = x2 ⊙ (h2 ⊛ (x1 ⊙ (h1 ⊛ v))) (v, x1, x2 projections
+    after a short causal convolution of `short` taps, implicit long filters h1, h2 of `kernel`
+    taps, default the task's length, made by a sine MLP of width `filter_width` over the tap's
+    position, times an exponential window) as the mixer of `layers` pre-LN blocks of width
+    `width`, each with a GELU MLP of width `mlp_width` (default 4*width); positions: learned |
+    sinusoidal | none added to the embedding (none: the convolutions are position-aware)."""
 
     layers: int = 2
     width: int = 64

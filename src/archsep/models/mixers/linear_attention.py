@@ -135,11 +135,11 @@ class LinearTransformer(MixerStack):
 @MODELS.register("linear-tf")
 @dataclass(frozen=True)
 class LinearTransformerConfig(ModelConfig):
-    """Causal linear-attention Transformer: `layers` pre-LN blocks of width `width` with `heads`
-    heads of linear attention (feature map elu1 = elu(x)+1, relu, or taylor: Based's 2nd-order
-    Taylor expansion of exp) and a GELU MLP of width `mlp_width` (default 4*width); q and k
-    projected to `feature_dim` per head before the map (default None: the head width);
-    positions: learned | sinusoidal | none, added to the embedding."""
+    """Causal linear-attention Transformer: linear attention in `heads` heads (feature map elu1 =
+    elu(x)+1, relu, or taylor: Based's 2nd-order Taylor expansion of exp) as the mixer of
+    `layers` pre-LN blocks of width `width`, each with a GELU MLP of width `mlp_width` (default
+    4*width); q and k projected to `feature_dim` per head before the map (default None: the head
+    width); positions: learned | sinusoidal | none, added to the embedding."""
 
     layers: int = 2
     width: int = 64

@@ -159,11 +159,12 @@ class Mamba2(MixerStack):
 @MODELS.register("mamba2")
 @dataclass(frozen=True)
 class Mamba2Config(ModelConfig):
-    """Mamba-2 (SSD): `layers` pre-LN blocks of model width `width`, each an SSD mixer (inner width
-    expand*width in `heads` heads, one scalar decay per head, B and C of d_state entries shared
-    by the heads of each of `groups` groups, a causal depthwise conv of width d_conv, dt
-    initialised log-uniform in [dt_min, dt_max]) and a GELU MLP of width `mlp_width` (default
-    4*width); positions: learned | sinusoidal | none, added to the embedding."""
+    """Mamba-2 (SSD): a selective SSM with one scalar decay per head (inner width expand*width in
+    `heads` heads, B and C of d_state entries shared by the heads of each of `groups` groups, a
+    causal depthwise conv of width d_conv, dt initialised log-uniform in [dt_min, dt_max]) as the
+    mixer of `layers` pre-LN blocks of model width `width`, each with a GELU MLP of width
+    `mlp_width` (default 4*width); positions: learned | sinusoidal | none, added to the
+    embedding."""
 
     layers: int = 2
     width: int = 64

@@ -119,8 +119,9 @@ class RetNet(MixerStack):
 @MODELS.register("retnet")
 @dataclass(frozen=True)
 class RetNetConfig(ModelConfig):
-    """RetNet: `layers` pre-LN blocks of multi-scale retention (`heads` heads with decays
-    1 - 2^(-5-h)) and a GELU MLP of width `mlp_width` (default 4*width), model width `width`.
+    """RetNet: multi-scale retention (`heads` heads with decays 1 - 2^(-5-h)) as the mixer of
+    `layers` pre-LN blocks of model width `width`, each with a GELU MLP of width `mlp_width`
+    (default 4*width).
     rotation: the paper's relative rotation of q and k (needs an even width/heads);
     positions: absolute positions added to the embedding (learned | sinusoidal | none)."""
 

@@ -118,10 +118,10 @@ class RWKV(MixerStack):
 @MODELS.register("rwkv")
 @dataclass(frozen=True)
 class RWKVConfig(ModelConfig):
-    """RWKV-4's time mixing: `layers` pre-LN blocks of width `width` whose mixer is the WKV
-    recurrence (per-channel decay and bonus, token shift, receptance gate), and a GELU MLP of
-    width `mlp_width` (default 4*width) in place of RWKV's channel mixing; positions: learned |
-    sinusoidal | none added to the embedding (none, as in RWKV)."""
+    """RWKV-4's time mixing: the WKV recurrence (per-channel decay and bonus, token shift,
+    receptance gate) as the mixer of `layers` pre-LN blocks of width `width`, each with a GELU
+    MLP of width `mlp_width` (default 4*width) in place of RWKV's channel mixing; positions:
+    learned | sinusoidal | none added to the embedding (none, as in RWKV)."""
 
     layers: int = 2
     width: int = 64

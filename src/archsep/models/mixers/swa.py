@@ -96,10 +96,10 @@ class SlidingWindow(MixerStack):
 @MODELS.register("swa")
 @dataclass(frozen=True)
 class SlidingWindowConfig(ModelConfig):
-    """Sliding-window attention: `layers` pre-LN blocks of width `width` with `heads` heads of
-    causal softmax attention over the last `window` positions, and a GELU MLP of width
-    `mlp_width` (default 4*width); rotary positions on q and k (`rope`) and/or absolute ones
-    added to the embedding (`positions`: learned | sinusoidal | none)."""
+    """Sliding-window attention: causal softmax attention over the last `window` positions in
+    `heads` heads, as the mixer of `layers` pre-LN blocks of width `width`, each with a GELU MLP
+    of width `mlp_width` (default 4*width); rotary positions on q and k (`rope`) and/or absolute
+    ones added to the embedding (`positions`: learned | sinusoidal | none)."""
 
     layers: int = 2
     width: int = 64
