@@ -136,6 +136,22 @@ def load(folder: Path) -> dict:
     return json.loads((folder / "summary.json").read_text())
 
 
+def search_lines(d: dict) -> list[str]:
+    """A search summary's search: its schedule, what its trials cost, each winner."""
+    c, srch = d.get("search_cost"), d.get("search")
+    if not c or not srch:
+        return []
+    share = f" ({100 * c['trial_steps'] / c['every_trial_to_the_end']:.0f}%)" if c["every_trial_to_the_end"] else ""
+    out = [f"search: each family's best of {srch['trials']} trials, rungs at {srch['steps']} steps keeping "
+           f"{srch['keep']:g}; the trials trained {c['trial_steps']} of the {c['every_trial_to_the_end']} steps of "
+           f"every trial to the last rung{share}, {hours(c['trials_wall_s'])} of their runs' own time, and the "
+           f"winners' other runs {hours(c['winners_wall_s'])}", ""]
+    for w in d.get("winners") or []:
+        out.append(f"- winner {w['label']} at N = {w['N']}: "
+                   + ", ".join(f"{k.split('.')[-1]} {v}" for k, v in w["params"].items()))
+    return out + ([""] if d.get("winners") else [])
+
+
 def render(root: Path) -> str:
     """The page, from the committed files under `root` (docs/results)."""
     rows, sections = [], []
@@ -154,7 +170,8 @@ def render(root: Path) -> str:
         if line:
             sec += [f"PROVENANCE: `{line}`", ""]
         if (arms := time_by_arm(runs)):
-            sec += [arms, ""]
+            sec += [arms + (" (the winners' runs only)" if d.get("search_cost") else ""), ""]
+        sec += search_lines(d)
         if d.get("pending"):
             sec += [f"runs pending when written: {d['pending']}", ""]
         for extra in (accuracy_table(d), exponent_table(d)):
