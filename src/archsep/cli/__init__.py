@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--executor", default="local", help="local (default: a process pool) | ray")
     r.add_argument("--address", help="Ray cluster address HOST:PORT (default: start a local cluster)")
     r.add_argument("--retry-errors", action="store_true", help="run again the runs stored with status error")
+    r.add_argument("--keep-ends", action="store_true",
+                   help="keep each run's state at the end of its budget (OUT/checkpoints/ends), so that the "
+                        "same runs with a larger budget go on from there to the numbers they give trained "
+                        "from the start (runs with eval_mode = every; runs then train one at a time)")
     r.add_argument("--only", type=_labels("--only"),
                    help="only these architectures of the preset, by label (e.g. TF,FFN); the others can "
                         "be added later into the same --out")

@@ -29,6 +29,10 @@ def add_parsers(sub, positive_int) -> None:
 
     add_scale_args(s)
     s.add_argument("--retry-errors", action="store_true", help="run again the runs stored with status error")
+    s.add_argument("--keep-ends", action="store_true",
+                   help="keep each run's state at the end of its budget (OUT/checkpoints/ends), so that the "
+                        "same runs with a larger budget go on from there to the numbers they give trained "
+                        "from the start (runs with eval_mode = every; runs then train one at a time)")
     s.add_argument("--log", help="also record each finished run in mlflow | tensorboard (under --out)")
     s.add_argument("--dry-run", action="store_true", help="validate and list the runs, run nothing")
     s.add_argument("--print-toml", action="store_true", help="print the sweep as a TOML file and exit")
@@ -80,7 +84,7 @@ def launch_of(a: argparse.Namespace):
     from ..runs.launch import Launch
 
     return Launch(a.out, a.workers, a.executor, a.address, a.device, getattr(a, "retry_errors", False), a.log,
-                  not a.no_progress).check()
+                  not a.no_progress, ends=getattr(a, "keep_ends", False)).check()
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
