@@ -239,3 +239,30 @@ def activate(plugins: list[Plugin] | None) -> None:
             _add_path(str(where))
         _import(p.module, p.module, "imports")
         note(p.module)
+
+
+# --- which code made a run ---------------------------------------------------------------------
+_FINGERPRINTS: dict[str, str | None] = {}
+
+
+def fingerprint(cls: type) -> str | None:
+    """A hash of the source file that defines `cls`, where that is a plugin (None for archsep's own
+    classes: a built-in's code is archsep's version, and its run ids are the contract). A run keeps
+    its task's and model's (`code_of`), so a rerun can tell a plugin edited since (issue 55)."""
+    module = getattr(cls, "__module__", "") or ""
+    if module == "archsep" or module.startswith("archsep."):
+        return None
+    if module not in _FINGERPRINTS:
+        f = getattr(sys.modules.get(module), "__file__", None)
+        try:
+            _FINGERPRINTS[module] = hashlib.sha256(Path(f).read_bytes()).hexdigest()[:16] if f else None
+        except OSError:
+            _FINGERPRINTS[module] = None
+    return _FINGERPRINTS[module]
+
+
+def code_of(task_cls: type, model_cls: type) -> dict[str, str]:
+    """{"task": ..., "model": ...}: the fingerprints of a run's plugin code (empty for built-ins)."""
+    out = {"task": fingerprint(task_cls), "model": fingerprint(model_cls)}
+    return {k: v for k, v in out.items() if v is not None}
+

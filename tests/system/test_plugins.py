@@ -192,3 +192,24 @@ def test_an_entry_point_registers_on_first_use(tmp_path: Path):
     code = "from archsep import TASKS; print(TASKS.get('ep-task').__module__)"
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert p.stdout.strip() == "ep_plugin", p.stderr
+
+
+def test_an_edited_plugin_is_said_when_its_stored_runs_are_reused(plug: Path):
+    """Issue 55: a run's id names its config, not its code; each run keeps its plugin code's
+    fingerprint, and a rerun after the plugin changed says that its stored runs came from other
+    code (built-in code is never flagged)."""
+    (plug / "s.toml").write_text(SWEEP.format(imports='imports = ["./copyfirst.py"]', task="copy-first"))
+    p = archsep("sweep", "s.toml", "--out", "out", "--workers", "1", "--no-progress", cwd=plug)
+    assert p.returncode == 0, p.stderr
+    import json
+
+    codes = {r["run_id"]: (json.loads(r["extra"]) if isinstance(r.get("extra"), str) else r.get("extra") or {})
+             for r in stored(plug / "out")}
+    assert all("code" in e and set(e["code"]) == {"task"} for e in codes.values())  # the task is the plugin's
+    again = archsep("sweep", "s.toml", "--out", "out", "--workers", "1", "--no-progress", cwd=plug)
+    assert again.returncode == 0 and "other plugin code" not in again.stderr
+    (plug / "copyfirst.py").write_text(PLUGIN.format(name="copy-first").replace("x[:, 0]", "x[:, 1]"))
+    edited = archsep("sweep", "s.toml", "--out", "out", "--workers", "1", "--no-progress", cwd=plug)
+    assert edited.returncode == 0, edited.stderr
+    line = [ln for ln in edited.stderr.splitlines() if "other plugin code" in ln]
+    assert len(line) == 1 and "4 stored run(s) of copy-first/" in line[0]

@@ -34,6 +34,7 @@ from ..config import EXTRA_TEST_ROLE, LENGTH_ROLE, RunConfig, resolve_device
 from ..errors import ArchsepError
 from ..results import RunResult
 from ..tasks.base import Batch, Task
+from ..plugins import code_of
 from . import checkpoint
 from .checkpoint import Checkpoints
 from .evaluation import (HeldOutLooks, Point, block_metrics, evaluate, held_out_set, length_chunk, length_set,
@@ -205,6 +206,7 @@ class _Track:
                    **({"by_length": self.by_length} if self.by_length else {}),
                    **({"stopped": self.stopped} if self.stopped else {}),
                    **({"resumed_at": self.resumed_at} if self.resumed_at else {}),
+                   **({"code": code} if (code := code_of(type(self.task), type(self.cfg.model_config()))) else {}),
                    **({"halving": {"race": self.race, "grid": len(tc.halving_lrs)}} if tc.halving_lrs else {})})
 
 

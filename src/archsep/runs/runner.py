@@ -58,6 +58,30 @@ def commit(row: dict, store: Store | None, tracker, ck: Checkpoints | None, save
     return result_from_row({**row, "committed_at": ""})
 
 
+def stale_code(done: dict[str, RunResult], configs: dict[str, RunConfig], desc: str) -> int:
+    """Say (one line on stderr, progress bar or not) how many reused runs were made by other code
+    than the plugin loaded now: a run's id names its config, not the code, so an edited plugin
+    would otherwise reuse them silently. Returns their number."""
+    from ..models import MODELS
+    from ..plugins import code_of
+    from ..tasks import TASKS
+
+    stale = []
+    for rid, r in done.items():
+        c = configs.get(rid)
+        if c is None:
+            continue
+        now = code_of(TASKS.get(c.task), MODELS.get(c.arch))
+        if now and (r.extra or {}).get("code") != now:
+            stale.append(c)
+    if stale:
+        names = sorted({f"{c.task}/{c.arch}" for c in stale})
+        print(f"{desc}: {len(stale)} stored run(s) of {', '.join(names)} were made by other plugin code than "
+              "the one loaded now (or before archsep recorded it): reused as stored; a run's id names its "
+              "config, not its code, so train the edited plugin into a new --out", file=sys.stderr)
+    return len(stale)
+
+
 def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None, workers: int | None = 1,
                 progress: bool = True, on_result: Callable[[RunResult], None] | None = None,
                 desc: str = "runs", executor: str = "local", address: str | None = None,
@@ -113,6 +137,7 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
             for rid in done:
                 discard(ck, rid)
         reused = set(done)
+        stale_code(done, dict(zip(ids, configs)), desc)
         reused_errors = sum(r.status == "error" for r in done.values())
         if reused_errors and progress:
             print(f"{desc}: {reused_errors} run(s) stored with status error are reused, not rerun "
