@@ -14,7 +14,15 @@ task = "index-lookup"
 task_params = {{ N = 6 }}
 arch = "lstm"
 model_params = {{ hidden = 16 }}
-train = {{ budget = {budget}, eval_every = 20, eval_size = 300, test_size = 300, eval_mode = "every", keep_best = true, threshold = 1e-6, weight_decay = 0.0 }}
+[base.train]
+budget = {budget}
+eval_every = 20
+eval_size = 300
+test_size = 300
+eval_mode = "every"
+keep_best = true
+threshold = 1e-6
+weight_decay = 0.0
 """
 
 
