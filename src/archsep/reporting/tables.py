@@ -48,6 +48,7 @@ def export_rows(store) -> list[dict]:
                                         "finished_at", "committed_at")})
         flat["sweeps"] = ",".join(sorted(set(sweeps_of.get(row["run_id"], []))))
         flat["curve"] = row["curve"]
+        flat["train_curve"] = row["train_curve"]  # the progressive (pre-update) metric at each scheduled point
         out.append(flat)
     return out
 
@@ -55,7 +56,7 @@ def export_rows(store) -> list[dict]:
 def load(out_dir: str | Path):
     """Every run stored in `out_dir` as a pandas DataFrame, one row per run: config fields as
     dotted columns (`task_params.N`, `train.lr`), status, samples, metrics, provenance, and the
-    learning curve as JSON. The same table as `archsep export`."""
+    held-out and training curves as JSON (`curve`, `train_curve`). The same table as `archsep export`."""
     import pandas as pd
 
     from ..registry import reading
