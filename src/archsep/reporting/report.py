@@ -75,6 +75,9 @@ def figure_curves(results: list[RunResult], analysis: dict) -> str | None:
         xs = [s for s, _ in r.curve]
         ys = [m for _, m in r.curve]
         ax.plot(xs, ys, color=colors.get(c, "k"), alpha=0.6, lw=1, label=None if c in seen else plain(c))
+        if getattr(r, "train_curve", None):  # the training (pre-update) metric at every scheduled point, skipped looks too
+            ax.plot([s for s, _ in r.train_curve], [max(m, 1e-12) for _, m in r.train_curve], color=colors.get(c, "k"),
+                    alpha=0.35, lw=0.8, ls=":")
         seen.add(c)
     thr = {r.config.get("train", {}).get("threshold") for r in runs}
     for t in thr:
@@ -84,7 +87,7 @@ def figure_curves(results: list[RunResult], analysis: dict) -> str | None:
     ax.set_yscale("log")
     ax.set_xlabel("samples")
     ax.set_ylabel("held-out metric")
-    ax.set_title("held-out curves of every run (dashed: threshold)", fontsize=9)
+    ax.set_title("held-out curves of every run (dotted: its training metric; dashed: threshold)", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     return _png(fig)
