@@ -75,7 +75,7 @@ def figure_curves(results: list[RunResult], analysis: dict) -> str | None:
         xs = [s for s, _ in r.curve]
         ys = [m for _, m in r.curve]
         ax.plot(xs, ys, color=colors.get(c, "k"), alpha=0.6, lw=1, label=None if c in seen else plain(c))
-        if getattr(r, "train_curve", None):  # the training (pre-update) metric at every scheduled point, skipped looks too
+        if getattr(r, "train_curve", None):  # the pre-update metric at every scheduled point, skipped or not
             ax.plot([s for s, _ in r.train_curve], [max(m, 1e-12) for _, m in r.train_curve],
                     color=colors.get(c, "k"), alpha=0.35, lw=0.8, ls=":")
         seen.add(c)
