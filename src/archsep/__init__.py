@@ -24,6 +24,8 @@ Public names:
     TASKS, MODELS, EXPERIMENTS      registries: `@TASKS.register("name")` adds a task (see docs/extending.md)
     Task, ClassificationTask, TaskSpec, Batch, ModelConfig, SeqModel, Experiment
                                     what an extension subclasses and returns
+    Mixer, MixerConfig, MixerStack  a token mixer alone, in the built-in mixers' pre-LN block stack
+                                    (docs/extending.md, "A mixer only")
     RunResult, Claim, Summary, ArchsepError
     plugins, testing                loading extensions everywhere; checking them (check_task, check_model)
 """
@@ -47,11 +49,12 @@ from .store import open_store
 from .analysis.analyze import analyze
 from .reporting.tables import load, load_results
 from .models.base import ModelConfig, SeqModel
+from .models.mixers.stack import Mixer, MixerConfig, MixerStack
 from .tasks import TASKS
 from .tasks.base import Batch, ClassificationTask, Task, TaskSpec
 from . import plugins
 
 __all__ = ["ArchsepError", "Batch", "ClassificationTask", "Claim", "EXPERIMENTS", "Experiment", "MODELS",
-           "ModelConfig", "RunConfig",
+           "Mixer", "MixerConfig", "MixerStack", "ModelConfig", "RunConfig",
            "RunResult", "SeqModel", "Summary", "TASKS", "Task", "TaskSpec", "TrainConfig", "__version__", "analyze",
            "load", "load_results", "open_store", "plugins", "reproduce", "run_configs"]

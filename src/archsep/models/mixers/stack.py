@@ -12,18 +12,27 @@ over a sequence); its state is a list of per-layer dicts of tensors, whose float
 `state_size` (the position index t is an integer, passed in, not carried as floats).
 `prune_to_readout` (as for `tf-preln`): for a task read at the last position, the last block
 computes the last query alone.
+
+Public (exported by `archsep`, docs/extending.md "A mixer only"): `Mixer`, the contract of a token
+mixer; `MixerStack`, the stack around a list of them; `MixerConfig`, a frozen config base with the
+stack's fields (`layers`, `width`, `mlp_width`, `positions`) whose `build` stacks one
+`mixer(layer)` per layer, so a plugin mixer gets the built-ins' embedding, norms, MLP, positions and
+readout by defining `mixer` alone. The built-in mixers declare their own configs (their fields'
+order and defaults are their run ids) and build a `MixerStack` directly.
 """
 from __future__ import annotations
 
+import abc
 import typing
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 import torch
 from torch import nn
 
 from ...errors import check
 from ...tasks.base import TaskSpec
-from ..base import SeqModel, input_layer
+from ..base import ModelConfig, SeqModel, input_layer
 from ..ops import check_positions, position_rows, set_positions  # noqa: F401  (check_positions: the mixers')
 
 
@@ -56,9 +65,15 @@ class StackConfig(Protocol):
 
 
 class Mixer(nn.Module):
-    """What a block needs from its token mixer (subclasses implement these and
-    `forward(h, last_only=False)`: (B, L, W) -> (B, L, W), or (B, 1, W), the last position's
-    output alone, when last_only)."""
+    """What a block needs from its token mixer, a causal map of (B, L, W) to (B, L, W) in two forms
+    that give the same numbers. A subclass implements:
+    - `forward(h, last_only=False)`: the parallel form, (B, L, W) -> (B, L, W); with `last_only`,
+      (B, 1, W), the last position's output alone (slicing the full output is enough);
+    - `init_state(batch, device, dtype)`: the state before position 0, a dict of tensors with the
+      batch first, in `dtype` (the check runs in float64);
+    - `step(h, state, t)`: the step form, position t's (B, W) and the state after t positions ->
+      (its (B, W) output, the state after t+1 positions);
+    - `state_floats`: the floats per sequence that state holds (set in `__init__`)."""
 
     state_floats: int  # floats per sequence carried from one position to the next
 
@@ -137,3 +152,31 @@ class MixerStack(SeqModel):
     def state_size(self, seq_len: int) -> int:
         """Floats per sequence carried between positions: every layer's mixer state."""
         return sum(b.mixer.state_floats for b in self.blocks)  # type: ignore[union-attr,misc]
+
+
+@dataclass(frozen=True)
+class MixerConfig(ModelConfig):
+    """The config of `layers` pre-LN blocks of width `width`, each a token mixer (`mixer(layer)`)
+    and a GELU MLP of width `mlp_width` (default 4*width), with absolute positions (`positions`:
+    learned | sinusoidal | none) added to the embedding, a final LayerNorm and a linear readout:
+    the stack of the built-in mixers. A subclass is a frozen dataclass that adds its mixer's
+    fields (with defaults) and defines `mixer`; a `__post_init__` of its own calls this one."""
+
+    layers: int = 2
+    width: int = 64
+    mlp_width: int | None = None
+    positions: Literal["learned", "sinusoidal", "none"] = "none"
+
+    def __post_init__(self) -> None:
+        check_widths(self)
+        check_positions(self)
+
+    @abc.abstractmethod
+    def mixer(self, layer: int) -> Mixer:
+        """Layer `layer`'s token mixer (from 0), of width `self.width`."""
+
+    def build(self, spec: TaskSpec) -> MixerStack:
+        return MixerStack(self, spec, [self.mixer(i) for i in range(self.layers)])
+
+    def short_name(self) -> str:
+        return f"{getattr(self, 'registry_name', type(self).__name__)}-({self.layers},{self.width})"
