@@ -107,7 +107,10 @@ def rewrite_text(folder: Path, drawn: list[Path], claims: bool = False) -> list[
     as (old verdict, new verdict, new text)."""
     summary = load(folder)
     rows = read_runs(folder)
-    if (wall := run_time(rows)) is not None:
+    cost = summary.data.get("search_cost")
+    if cost:  # a search: runs.csv holds its winners' cells, the search's runs are every trial's too
+        summary.data["runs_wall_s"] = round(cost["trials_wall_s"] + cost["winners_wall_s"], 1)
+    elif (wall := run_time(rows)) is not None:
         summary.data["runs_wall_s"] = round(wall, 1)
     if rows and "run_id" in rows[0]:  # one row per run (a size preset's rows are cells)
         summary.data["n_runs"] = len(rows)

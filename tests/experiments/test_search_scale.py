@@ -68,6 +68,13 @@ def test_a_search_scale_reads_each_familys_winner_and_its_claims_name_their_prot
     written = json.loads((tmp_path / "summary.json").read_text())
     assert [c["text"] for c in written["claims"]] == texts
     assert "protocol: the paper's search" in (tmp_path / "summary.txt").read_text()
+    # the report: one section for the whole search (every rung's sweep), with the same claims
+    from archsep.experiments.report import build
+
+    with open_store(tmp_path) as st:
+        _, rep = build(st)
+    assert [a["sweep"] for a in rep["analyses"]] == ["tiny-search --scale search (a search: every rung)"]
+    assert [c["text"] for c in rep["analyses"][0]["summary"]["claims"]] == texts
     # read again from the store alone, the same summary
     again = reproduce("tiny-search", "search", Launch(tmp_path, workers=1, progress=False), train=False)
     assert [c.to_dict() for c in again.claims] == [c.to_dict() for c in summary.claims]

@@ -66,8 +66,11 @@ class Experiment(abc.ABC):
             notes.insert(0, f"{dropped} result(s) repeated the run id of another and were dropped: "
                             f"each of the {len(unique)} distinct run(s) is counted once")
         # the runs' own wall times summed (a resumed preset's last call may take seconds)
-        summary.data["runs_wall_s"] = round(sum(float(r.wall_s or 0.0) for r in unique), 1)
-        summary.data["n_runs"] = len(unique)
+        # ... of the runs the analysis read (a search's: each trial's latest run, which counts the
+        # rungs it went on from, and the winners'), else of every run given
+        counted = summary.results or unique
+        summary.data["runs_wall_s"] = round(sum(float(r.wall_s or 0.0) for r in counted), 1)
+        summary.data["n_runs"] = len(counted)
         if scale in self.caveats:
             notes.insert(0, f"scale {scale}: {self.caveats[scale]}")
         summary.data["duplicates_dropped"] = dropped

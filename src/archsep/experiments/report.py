@@ -11,6 +11,7 @@ from pathlib import Path
 from ..analysis.grid import analyze_runs
 from ..analysis.lengths import length_points
 from ..analysis.size import analyze_size
+from .size_search import SearchScale
 from ..errors import ArchsepError
 from ..fileio import atomic_write, check_output
 from ..registry import reading
@@ -53,6 +54,7 @@ def _build(store: Store) -> tuple[str, dict]:
 
     # labels, names and fields are stored text, from anywhere: none is read as mathtext ('TF $x_$')
     with matplotlib.rc_context({"text.parse_math": False}):
+        searches: set[tuple] = set()
         for sw, ids in groups:
             if not ids:
                 continue
@@ -60,6 +62,13 @@ def _build(store: Store) -> tuple[str, dict]:
             meta = sw["analysis_data"] if sw else {}
             title = sw["name"] if sw else "runs outside any sweep"
             exp = _experiment_of(sw)
+            scale = meta.get("scale")
+            if exp is not None and sw is not None and scale in exp.scales \
+                    and isinstance(exp.scale(scale), SearchScale):  # a search: one section for all its rungs
+                if (sw["preset"], scale) in searches:
+                    continue
+                searches.add((sw["preset"], scale))
+                results, title = list(checked.values()), f"{sw['preset']} --scale {scale} (a search: every rung)"
             lfigs, lengths = _length_figures(title, results)  # runs with train.eval_lengths
             summary = None
             if exp is not None and sw is not None:

@@ -97,7 +97,7 @@ def analyze(exp: Any, results: list[RunResult], scale: str) -> Summary:
         if cell.searched and t is not None and c not in w.incomplete:
             winners.append({"label": cell.label, "N": cell.point["task_params.N"], "trial": t,
                             "params": cell.params(t), "rungs": w.rungs[c]})
-    first = cells[0].runs[0].train if cells else None
+    tc = search.config(0, 0, 0).train  # the protocol every run shares (the file's base)
     # what the search cost against training every trial to the last rung (issue "many small models,
     # fast"): the steps each trial trained (its latest run covers all of it) and the runs' own time
     trials = [r for c, by in w.latest.items() if c not in w.incomplete for r in by.values()]
@@ -113,8 +113,8 @@ def analyze(exp: Any, results: list[RunResult], scale: str) -> Summary:
         "baselines": exp.baselines(cells), "Ns": Ns or list(s.Ns),
         "lrs": sorted({c.runs[0].train.lr for c in cells}), "steps": search.steps[-1],
         "seeds": len(search.seeds), "seed_list": list(search.seeds),
-        "eval_size": first.eval_size if first else None, "test_size": first.test_size if first else None,
-        "target": round(1 - first.threshold, 6) if first else None, "threshold": first.threshold if first else None,
+        "eval_size": tc.eval_size, "test_size": tc.test_size,
+        "target": round(1 - tc.threshold, 6), "threshold": tc.threshold,
         "unequal": [], "n_cells": len(records),
         "n_errors": sum(r["status"] == "error" for r in records),
         "n_missing": sum(r["status"] == "missing" for r in records), "cells": records,
