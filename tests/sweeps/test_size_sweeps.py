@@ -99,3 +99,32 @@ def test_analyze_reads_a_cells_learning_rates_in_the_order_the_sweep_planned_the
             store.add(record(dataclasses.replace(r, config=c.to_dict())))
     (cell,) = archsep.analyze(tmp_path)["cells"]
     assert cell["best_lr"] == first.train.lr and cell["test_acc"] == pytest.approx(0.9)
+
+
+def test_the_report_of_a_size_sweep_over_widths_draws_accuracy_against_width(tmp_path):
+    """Issue 55: a size sweep's report plots test accuracy against width (one line per family and
+    N, the widths written plainly), where some family has two widths."""
+    import matplotlib
+
+    from archsep.experiments.report import build
+    from archsep.reporting.plots import accuracy_vs_width
+    from archsep.runs.runner import run_configs
+    from archsep.store import open_store
+
+    s = sw.parse(SIZE.replace('"train.lr" = [1e-3, 3e-3]', '"train.lr" = [3e-3]').replace("seeds = 2", "seeds = 1")
+                 + 'measure = "size"\nwidth = "model_params.hidden"\n')
+    run_configs(s.configs, tmp_path, workers=1, progress=False, sweep=s)
+    with open_store(tmp_path) as st:
+        _, data = build(st)
+    (a,) = data["analyses"]
+    assert {(p["width"], p["N"]) for p in a["points"]} == {(4, 4), (8, 4), (4, 8), (8, 8)}
+    with matplotlib.rc_context({"text.parse_math": False}):
+        paths = accuracy_vs_width(a["points"], "s", tmp_path / "w")
+    assert [p.suffix for p in paths] == [".png", ".svg"]
+    one = [dict(p, width=4) for p in a["points"]]  # one width per family: nothing to draw
+    assert accuracy_vs_width(one, "s", tmp_path / "none") == []
+    html = (tmp_path / "report.html")
+    from archsep.cli import main
+
+    assert main(["report", str(tmp_path), "-o", str(html)]) == 0
+    assert "accuracy_vs_width" in html.read_text()

@@ -15,7 +15,7 @@ from .size_search import SearchScale
 from ..errors import ArchsepError
 from ..fileio import atomic_write, check_output
 from ..registry import reading
-from ..reporting.plots import accuracy_vs_length, size_figures
+from ..reporting.plots import accuracy_vs_length, accuracy_vs_width, size_figures
 from ..reporting.report import (environment, experiment_section, figure_curves, figure_samples, page,
                                 size_section, sweep_section, verdict)
 from ..results import RunResult
@@ -88,7 +88,8 @@ def _build(store: Store) -> tuple[str, dict]:
             elif meta.get("measure") == "size":  # accuracy per cell, lr chosen on validation, as paper A's presets
                 a = analyze_size(results, meta.get("x", "task_params.N"), meta.get("width"))
                 claims = []
-                figs = _drawn(title, lambda out, a=a, title=title: size_figures(a["cells"], a["points"], title, out))
+                figs = _drawn(title, lambda out, a=a, title=title: size_figures(a["cells"], a["points"], title, out)
+                              + accuracy_vs_width(a["points"], title, out / "accuracy_vs_width"))
                 figs += lfigs
                 analyses.append({"sweep": title, **a})
                 sections.append(size_section(sw, title, a, figs, results, by_id))

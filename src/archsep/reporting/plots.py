@@ -1,6 +1,7 @@
 """Figures for papers: PNG and SVG side by side."""
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import IO
@@ -376,6 +377,37 @@ def size_figures(cells: list[dict], points: list[dict], name: str, out: Path,
     maps = heatmaps(cells, name, out / "heatmaps") if multi_width(cells) else []
     return (maps + accuracy_vs_N(points, name, out / "accuracy", baselines, target)
             + val_curves(cells, name, out / "val_curves", target))
+
+
+def accuracy_vs_width(points: list[dict], name: str, stem: Path) -> list[Path]:
+    """Test accuracy against width, one line per (family, N), the mean over seeds with its 95% t
+    interval (none from one seed); widths on a log-2 axis, written plainly. Nothing where no
+    family has two widths (the accuracy-against-N figure then says it all)."""
+    lines: dict[tuple, list[dict]] = {}
+    for p in points:
+        if p["mean"] is not None and isinstance(p["width"], (int, float)) and p["width"]:
+            lines.setdefault((p["family"], json.dumps(p["N"])), []).append(p)
+    lines = {k: sorted(v, key=lambda p: p["width"]) for k, v in lines.items() if len({p["width"] for p in v}) >= 2}
+    if not lines:
+        return []
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for k, ((family, n), ps) in enumerate(sorted(lines.items())):
+        lo = [p["mean"] - (p["ci"][0] if p["ci"][0] is not None else p["mean"]) for p in ps]
+        hi = [(p["ci"][1] if p["ci"][1] is not None else p["mean"]) - p["mean"] for p in ps]
+        ax.errorbar([p["width"] for p in ps], [p["mean"] for p in ps], yerr=[lo, hi], capsize=3,
+                    color=f"C{k % 10}", marker=MARKERS[k % len(MARKERS)], label=plain(f"{family}, N = {json.loads(n)}"))
+    widths = sorted({p["width"] for ps in lines.values() for p in ps})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(widths)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("width")
+    ax.set_ylabel("test accuracy (mean over seeds, 95% t interval)")
+    ax.set_title(plain(f"{name}: test accuracy against width"), fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return save(fig, stem)
 
 
 def accuracy_vs_length(lengths: dict, name: str, stem: Path) -> list[Path]:
