@@ -19,6 +19,7 @@ PY=${PY:-python3}
 DEV=${DEVICE:-cuda}
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
   $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"
   nproc; } > "$OUT/machine.txt" 2>&1
