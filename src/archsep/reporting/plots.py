@@ -159,9 +159,7 @@ def draw_samples_vs_N(summary: dict, title: str = "", published: dict | None = N
     ax.set_xscale("log")
     ax.set_yscale("log")
     Ns = sorted({p["N"] for p in summary["points"]})
-    ax.set_xticks(Ns)  # the measured lengths, written plainly, not as 2x10^0
-    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ticks_at(ax, Ns)  # the measured lengths, written plainly, not as 2x10^0
     ax.set_xlabel("sequence length N")
     ax.set_ylabel(plain(f"samples to held-out {summary.get('metric', 'MSE')} < {summary['threshold']}"))
     ax.set_title(plain(title), fontsize=9)
@@ -350,9 +348,7 @@ def draw_accuracy_vs_N(points: list[dict], name: str, baselines: list[dict] | No
     ax.set_xscale("log")
     Ns = sorted({p["N"] for p in points if isinstance(p["N"], (int, float)) and not isinstance(p["N"], bool)})
     if Ns:
-        ax.set_xticks(Ns)
-        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ticks_at(ax, Ns)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("length N")
     ax.set_ylabel("test accuracy (mean over seeds, 95% t interval)")
@@ -379,6 +375,13 @@ def size_figures(cells: list[dict], points: list[dict], name: str, out: Path,
             + val_curves(cells, name, out / "val_curves", target))
 
 
+def ticks_at(ax, values: list) -> None:
+    """A log x axis ticked at exactly `values`, each written plainly (8, not 2^3 or 8x10^0)."""
+    ax.set_xticks(values)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
 def accuracy_vs_width(points: list[dict], name: str, stem: Path) -> list[Path]:
     """Test accuracy against width, one line per (family, N), the mean over seeds with its 95% t
     interval (none from one seed); widths on a log-2 axis, written plainly. Nothing where no
@@ -398,9 +401,7 @@ def accuracy_vs_width(points: list[dict], name: str, stem: Path) -> list[Path]:
                     color=f"C{k % 10}", marker=MARKERS[k % len(MARKERS)], label=plain(f"{family}, N = {json.loads(n)}"))
     widths = sorted({p["width"] for ps in lines.values() for p in ps})
     ax.set_xscale("log", base=2)
-    ax.set_xticks(widths)
-    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ticks_at(ax, widths)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("width")
     ax.set_ylabel("test accuracy (mean over seeds, 95% t interval)")
@@ -432,9 +433,7 @@ def accuracy_vs_length(lengths: dict, name: str, stem: Path) -> list[Path]:
     ax.set_xscale("log")
     ns = sorted({p["length"] for p in points})
     if ns:
-        ax.set_xticks(ns)  # the lengths evaluated, written plainly
-        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ticks_at(ax, ns)  # the lengths evaluated, written plainly
     if measure == "accuracy":
         ax.set_ylim(-0.02, 1.02)
     else:
