@@ -59,18 +59,24 @@ def add_parsers(sub, positive_int) -> None:
     r.add_argument("-o", "--output", type=path_arg("-o"), help="output file (default DIR/report.html)")
 
 
+def finished_in(out: str | Path) -> set[str]:
+    """The run ids OUT's store holds finished (none where there is no store yet)."""
+    from ..store import DB_NAME, open_store
+
+    if not (Path(out) / DB_NAME).exists():
+        return set()
+    with open_store(out, create=False) as store:
+        return store.finished_ids()
+
+
 def print_costs(name: str, configs, out, workers: int | None) -> None:
     """The cost estimate of `configs` (runs finished in OUT's store cost nothing more)."""
 
     from ..engine.checkpoint import Checkpoints, saved_steps
     from ..runs.cost import estimate, report
     from ..runs.executors import cores
-    from ..store import DB_NAME, open_store
 
-    finished: set[str] = set()
-    if (Path(out) / DB_NAME).exists():
-        with open_store(out, create=False) as store:
-            finished = store.finished_ids() & {c.run_id for c in configs}
+    finished = finished_in(out) & {c.run_id for c in configs}
     # a pending run with a checkpoint goes on from its step: only the rest is counted
     ck = Checkpoints.beside(out)
     started = saved_steps(ck, [c for c in configs if c.run_id not in finished])
@@ -123,13 +129,8 @@ def print_search_price(s, out: Path, workers: int | None) -> None:
     """The price of a search (`runs.search.price`): runs finished in OUT's store cost nothing."""
     from ..runs.executors import cores
     from ..runs.search import price, price_report
-    from ..store import DB_NAME, open_store
 
-    finished: set[str] = set()
-    if (Path(out) / DB_NAME).exists():
-        with open_store(out, create=False) as store:
-            finished = store.finished_ids()
-    est = price(s.search, workers or cores(), finished)
+    est = price(s.search, workers or cores(), finished_in(out))
     print("\n".join(printable(line) for line in price_report(s.name, s.search, est).splitlines()))
 
 

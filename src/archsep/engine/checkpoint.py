@@ -29,6 +29,7 @@ the store (`runs.runner`).
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import pickle
@@ -94,8 +95,6 @@ def _budgetless(cfg: RunConfig) -> dict:
 
 def prefix_key(cfg: RunConfig) -> str:
     """The identity of a run without its budget: every run that differs from it only there."""
-    import hashlib
-
     return hashlib.sha256(json.dumps(_budgetless(cfg), sort_keys=True).encode()).hexdigest()[:20]
 
 

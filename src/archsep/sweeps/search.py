@@ -172,6 +172,7 @@ def walk(search: Search, fetch: Fetch, done: Done | None = None) -> Walk:
         todo = [(c, t) for c in alive for t in alive[c]
                 if t not in latest[c] or not finished_early(latest[c][t], search.steps[r - 1])]
         results = fetch([search.config(c, t, r) for c, t in todo], f"rung{r + 1}")
+        trains = set(todo)
         for (c, t), res in zip(todo, results):
             if res is None:
                 incomplete.add(c)
@@ -183,7 +184,7 @@ def walk(search: Search, fetch: Fetch, done: Done | None = None) -> Walk:
         for c in alive:
             order = rank([(t, latest[c].get(t)) for t in alive[c]])
             keep = sorted(order[:search.promoted(len(order))]) if r < last else order[:1]
-            trained = [t for t in alive[c] if (c, t) in set(todo)]
+            trained = [t for t in alive[c] if (c, t) in trains]
             rungs[c].append({"steps": steps, "trained": trained, "ranked": order,
                              "promoted": keep if r < last else []})
             # kept ends no longer needed: superseded ones, and those of trials that stop here
