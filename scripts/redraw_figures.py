@@ -19,6 +19,12 @@ removed. summary.json, summary.txt, runs.csv and PROVENANCE are left as they are
 
 qstr-fig3 reads its runs (per run: arm, q, samples, censored), rebuilt from runs.csv;
 qstr-heads draws every run's validation curve, which runs.csv does not hold: it is skipped.
+
+--claims (with --text) makes claims again with the current code: a size preset's from its
+committed cells and baselines (`SizeExperiment.claims_of`); the atlas's by analysing its runs
+again, rebuilt from runs.csv (label, N, seed, samples, status) with each task's budget and
+threshold from summary.json (`atlas_runs`), and the count of changed verdicts recorded in its
+summary.json (`recomputed`). Name the atlas's folder to include it.
 """
 from __future__ import annotations
 
@@ -35,7 +41,7 @@ from archsep.experiments.reproduce import remove_stale_figures
 from archsep.experiments.size import SizeExperiment
 from archsep.fileio import OWNED, atomic_write
 from archsep.reporting.results_page import read_runs, run_time
-from archsep.results import Claim, Summary
+from archsep.results import Claim, RunResult, Summary
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
@@ -70,6 +76,42 @@ def csv_runs(path: Path) -> list[CsvRun]:
             out.append(CsvRun({"label": row["arch"], "arch": row["arch"],
                                "task_params": {"q": int(row["q"]), "N": int(row["N"])}}, samples, status))
     return out
+
+
+def atlas_runs(folder: Path, data: dict) -> list[RunResult]:
+    """The atlas's runs from its runs.csv, as the analysis reads them: the label (task/mixer),
+    N, seed, samples and status, with the task's budget and threshold from its summary."""
+    out = []
+    with open(folder / "runs.csv", newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            task = data["tasks"][row["arch"].split("/")[0]]
+            config = {"label": row["arch"], "arch": row["arch"].split("/")[-1], "seed": int(row["seed"]),
+                      "task_params": {"N": int(row["N"])},
+                      "train": {"budget": task["budget"], "threshold": task["threshold"]}}
+            samples = int(float(row["samples"])) if row.get("samples") not in (None, "") else None
+            out.append(RunResult(row["run_id"], config, row["status"], samples, int(row["resolution"] or 0),
+                                 None, float(row["best_metric"]) if row.get("best_metric") else None,
+                                 wall_s=float(row["wall_s"] or 0), params=int(row["params"] or 0)))
+    return out
+
+
+def reanalysed(folder: Path, summary: Summary) -> list[tuple[str, str, str]]:
+    """The atlas's claims and table made again from its runs (`atlas_runs`) by the current
+    analysis, in place in `summary`; returns the claims whose verdict changed (was, now, text),
+    also recorded under the summary's `recomputed`."""
+    exp = PRESETS.get(summary.experiment)()
+    new = exp.analyze(atlas_runs(folder, summary.data), summary.scale)
+    was = [c.verdict for c in summary.claims]
+    if len(was) != len(new.claims):
+        raise ValueError(f"{len(new.claims)} claims made again, {len(was)} committed: not comparable")
+    changed = [(w, c.verdict, c.text) for w, c in zip(was, new.claims) if w != c.verdict]
+    keep = {k: summary.data[k] for k in ("runs_wall_s", "n_runs") if k in summary.data}
+    summary.data = {**new.data, **keep, "recomputed": {
+        "by": "scripts/redraw_figures.py --text --claims (the analysis made again from runs.csv)",
+        "verdicts_changed": len(changed), "claims": len(was),
+        "changes": [{"was": w, "now": n, "claim": ":".join(t.split(":")[:2])} for w, n, t in changed]}}
+    summary.claims = new.claims
+    return changed
 
 
 def load(folder: Path) -> Summary:
@@ -116,7 +158,9 @@ def rewrite_text(folder: Path, drawn: list[Path], claims: bool = False) -> list[
         summary.data["n_runs"] = len(rows)
     exp = PRESETS.get(summary.experiment)()
     changed = []
-    if claims and isinstance(exp, SizeExperiment):
+    if claims and summary.experiment == "atlas":
+        changed = reanalysed(folder, summary)
+    elif claims and isinstance(exp, SizeExperiment):
         was = [c.verdict for c in summary.claims]
         old = {(c.text, c.verdict) for c in summary.claims}
         summary.claims = exp.claims_of(summary.data, summary.scale)
@@ -145,12 +189,16 @@ def main(argv: list[str] | None = None) -> int:
     for folder in folders:
         drawn: list[Path] = []
         try:
-            if not a.text or (preset_of(folder) not in UNDRAWABLE and folder.name not in EXCLUDED):
+            atlas = a.claims and a.text and preset_of(folder) == "atlas"
+            if atlas:  # its claims and table first: its figure is drawn from them
+                for was, now, text in rewrite_text(folder, [], claims=True):
+                    print(f"{folder}: claim {was} -> {now}: {text}")
+            if not a.text or atlas or (preset_of(folder) not in UNDRAWABLE and folder.name not in EXCLUDED):
                 drawn, removed = redraw(folder)
                 print(f"{folder}: wrote {', '.join(p.name for p in drawn)}"
                       + (f"; removed {', '.join(p.name for p in removed)}" if removed else ""))
             if a.text:
-                for was, now, text in rewrite_text(folder, drawn, a.claims):
+                for was, now, text in rewrite_text(folder, drawn, a.claims and not atlas):
                     print(f"{folder}: claim {was} -> {now}: {text}")
                 print(f"{folder}: wrote summary.txt, summary.json")
         except Exception as e:  # noqa: BLE001 - one folder's failure is reported, the others still drawn

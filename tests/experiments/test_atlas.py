@@ -3,6 +3,8 @@
 a censored TF (failed control) or a threshold no better than the trivial predictor gives no verdict."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from archsep.experiments import PRESETS
@@ -90,3 +92,26 @@ def test_each_task_is_gated_by_its_own_threshold(atlas):
     s = atlas.analyze(_runs(2.0) + _runs(2.0, threshold=0.05, task="equality"), "cpu")
     assert baseline(s) == {0.1: True, 0.05: True}
     assert s.data["tasks"]["equality"]["threshold"] == 0.05 and s.data["tasks"]["lookup"]["threshold"] == 0.1
+
+
+def test_a_mixer_censored_everywhere_is_a_separation_in_samples_drawn_grey(atlas, tmp_path):
+    """The LSTM never reaches the threshold within a budget of 30k samples, where the TF needs
+    4k-8k: its flat line at the budget has a smaller "exponent" than the TF's. The verdict is the
+    bound on the ratio of samples, and the figure never colours that exponent as better."""
+    from archsep.experiments.atlas import colour_value
+
+    runs = []
+    for r in _runs(alpha_mixer=1.0):
+        if r.label.endswith("/LSTM"):
+            r.status, r.samples = "censored", 30_000
+        runs.append(r)
+    s = atlas.analyze(runs, "quick")
+    row = next(r for r in s.data["atlas"] if r["arch"] == "LSTM")
+    assert row["verdict"] == "held" and row["basis"] == "samples" and row["ratio_bound"] > 3
+    assert math.isnan(colour_value(row))
+    claim = next(c for c in s.claims if c.kind == "separation" and "LSTM" in c.text)
+    assert "TF needs fewer samples than LSTM" in claim.text and "N=8: >= 3." in claim.text
+    assert atlas.figures(s, tmp_path)
+    # a censored mixer whose fitted gap through the budget is negative is never coloured
+    assert math.isnan(colour_value({"alpha": 0.2, "tf_alpha": 1.0, "censored": 3, "basis": "exponent"}))
+    assert colour_value({"alpha": 2.0, "tf_alpha": 1.0, "censored": 0, "basis": "exponent"}) == 1.0

@@ -14,7 +14,8 @@ import numpy as np
 from ..config import RunConfig, arm_of
 from ..results import RunResult
 from ..sweeps.toml import flatten_config
-from .stats import fit_exponent, separation, summarize_point
+from .separation import separation
+from .stats import fit_exponent, summarize_point
 
 SAMPLES_STATUSES = ("ok", "censored")  # runs whose sample count enters a point and a fit
 

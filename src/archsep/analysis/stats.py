@@ -3,8 +3,11 @@
 - Kaplan-Meier median: censored runs count as "at least the budget"; when fewer than half the
   runs reached the threshold, the median is not estimable and is reported as "> budget".
 - Bootstrap percentile CIs with an explicit seed.
-- Scaling exponent of samples ~ N^alpha by least squares on log-log, with a bootstrap CI that
-  resamples seeds within each N.
+- Scaling exponent of samples ~ N^alpha by least squares on log-log, with a t interval over
+  per-seed slopes, and the difference of two exponents (Welch).
+
+The statements built on them (is one architecture's exponent smaller, or does it need fewer
+samples) are `analysis.separation`'s.
 """
 from __future__ import annotations
 
@@ -188,101 +191,3 @@ def exponent_difference(a: dict[int, np.ndarray], b: dict[int, np.ndarray],
     df = (va + vb) ** 2 / (va**2 / (len(sa) - 1) + vb**2 / (len(sb) - 1))
     half = t_quantile(0.5 + level / 2, df) * se
     return d, (d - half, d + half)
-
-
-@dataclass
-class Separation:
-    """alpha_worse - alpha_better with its interval: a separation in the scaling exponent holds
-    when the interval lies above 0 and censoring cannot have produced it; it is reversed when
-    the interval lies below 0 and no censored run entered it (one at the budget makes the worse
-    arm's exponent a lower bound, so a negative difference shows nothing).
-
-    Censored runs enter the fits at the budget, a lower bound on their true sample count. For
-    the worse architecture this is conservative as long as its smallest length is uncensored
-    (raising the larger lengths' values can only steepen its slope). For the better
-    architecture any censored run makes its exponent unidentified, so no verdict is given."""
-
-    better: str
-    worse: str
-    difference: float
-    ci: tuple[float, float]
-    lower_bound: bool  # censored runs entered at the budget
-    blocked: str = ""  # why censoring forbids a verdict ('' = it does not)
-    seeds: int = 0  # the fewest runs per point of the two
-    x_scale: str = "log"  # "linear": the difference of growth rates of log samples in N (a growing gap)
-    axis: str = "N"
-
-    @property
-    def excludes_zero(self) -> bool:
-        lo, hi = self.ci
-        return bool(math.isfinite(lo) and math.isfinite(hi) and (lo > 0 or hi < 0))
-
-    @property
-    def reversed(self) -> bool:
-        """The interval lies below 0 and no censored run of the worse arm entered it at the
-        budget (with one, its exponent is only a lower bound: a reversal is not shown)."""
-        return bool(math.isfinite(self.ci[1]) and self.ci[1] < 0 and not self.lower_bound)
-
-    @property
-    def held(self) -> bool | None:
-        """True: shown; False: not shown (or reversed); None: censoring forbids a verdict."""
-        if self.blocked or not math.isfinite(self.difference):
-            return None
-        return bool(math.isfinite(self.ci[0]) and self.ci[0] > 0)
-
-    def text(self) -> str:
-        gap = self.x_scale == "linear"
-        head = (f"d/d{self.axis} log({self.worse}/{self.better} samples)" if gap
-                else f"alpha_{self.worse} - alpha_{self.better}")
-        if not math.isfinite(self.difference):
-            return f"{head}: not estimable (fewer than two lengths with data)"
-        lo, hi = self.ci
-        if not (math.isfinite(lo) and math.isfinite(hi)):  # a point with one run: no per-seed slopes
-            why = f"; no verdict: {self.blocked}" if self.blocked else ""
-            return (f"{head} = {self.difference:.2f}, no interval: fewer than two runs at some {self.axis} "
-                    f"(a t interval needs two per-seed slopes){why}")
-        if self.reversed:
-            verdict = (f"lies below 0: the gap shrinks with {self.axis}" if gap
-                       else f"lies below 0: reversed, {self.worse}'s exponent is the smaller")
-        elif math.isfinite(hi) and hi < 0:  # below 0 only because censored runs entered at the budget
-            verdict = (f"lies below 0, but censored runs enter at the budget (a lower bound): no "
-                       f"{'shrinking' if gap else 'reversal'} shown")
-        elif self.excludes_zero:
-            verdict = (f"lies above 0: the gap grows with {self.axis}" if gap
-                       else f"lies above 0: {self.better}'s exponent is the smaller")
-        else:
-            verdict = "includes 0: no growth of the gap shown" if gap else "includes 0: no separation shown"
-        if self.blocked:
-            note = f"; no verdict: {self.blocked}"
-        elif self.lower_bound:
-            note = f" (censored runs of {self.worse} enter at the budget: conservative)"
-        else:
-            note = ""
-        if 0 < self.seeds < MIN_SEEDS:
-            note += f" ({self.seeds} seed(s) per point, fewer than {MIN_SEEDS}: a wide, approximate interval)"
-        return f"{head} = {self.difference:.2f}, 95% CI [{lo:.2f}, {hi:.2f}] {verdict}{note}"
-
-    def to_dict(self) -> dict:
-        return {"better": self.better, "worse": self.worse, "difference": _num(self.difference),
-                "ci": [_num(self.ci[0]), _num(self.ci[1])], "excludes_zero": self.excludes_zero,
-                "reversed": self.reversed, "held": self.held, "censored_data": self.lower_bound,
-                "blocked": self.blocked, "seeds": self.seeds, "text": self.text()}
-
-
-def separation(better: str, a: dict[int, np.ndarray], worse: str, b: dict[int, np.ndarray],
-               censored: bool = False, censored_a: dict[int, np.ndarray] | None = None,
-               censored_b: dict[int, np.ndarray] | None = None, x_scale: str = "log", axis: str = "N") -> Separation:
-    """The one censoring-aware separation statement between two architectures' samples-vs-N
-    data (`a` is the one claimed better): every separation claim goes through it."""
-    d, ci = exponent_difference(a, b, x_scale=x_scale)
-    blocked = ""
-    ca = {n: np.asarray(c, bool) for n, c in (censored_a or {}).items()}
-    cb = {n: np.asarray(c, bool) for n, c in (censored_b or {}).items()}
-    censored_better = sorted(n for n, c in ca.items() if c.any())
-    if censored_better:
-        blocked = f"{better} has censored runs (at {axis} = {', '.join(map(str, censored_better))}); raise the budget"
-    elif cb and cb[min(cb)].any():
-        blocked = f"{worse} has censored runs at its smallest {axis} = {min(cb)}; raise the budget"
-    lower = censored or bool(censored_better) or any(c.any() for c in cb.values())
-    seeds = min(len(seed_slopes(a)), len(seed_slopes(b)))
-    return Separation(better, worse, d, ci, lower, blocked, seeds, x_scale, axis)

@@ -1,7 +1,7 @@
 """The atlas: every built-in sequence mixer, at the Transformer's parameter count, on each
 separation task, measured alike: samples until the held-out error drops below a threshold,
 against the length N, fitted as samples ~ N^alpha per (task, mixer), and for each mixer the
-verdict of "the Transformer's exponent is the smaller" (`analysis.stats.separation`).
+verdict of "the Transformer's exponent is the smaller" (`analysis.separation.separation`).
 
 Alike means: one step budget, one learning rate, one evaluation schedule and one threshold per
 task for every mixer; each mixer's width chosen per (task, N) so that its trainable parameters
@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from ..analysis.grid import CurveKey, fit_grid, group
-from ..analysis.stats import separation
+from ..analysis.separation import separation
 from ..config import RunConfig, TrainConfig
 from ..errors import ArchsepError
 from ..models import MODELS
@@ -153,14 +153,18 @@ class Atlas(Experiment):
                                  censored_b=grid.censored[name])
                 held = sep.held if control and beyond else None
                 why = "" if control and beyond else " (no verdict: the control or the threshold failed)"
-                claims.append(Claim("separation", f"{t.label}: TF's exponent is smaller than {a.label}'s: "
-                                                  f"{sep.text()}{why}", held, sep.to_dict()))
+                what = (f"TF's exponent is smaller than {a.label}'s" if sep.basis == "exponent"
+                        else f"TF needs fewer samples than {a.label}")
+                claims.append(Claim("separation", f"{t.label}: {what}: {sep.text()}{why}", held, sep.to_dict()))
                 fit = grid.fits.get(name, {})
                 n_cens = sum(int(c.sum()) for c in grid.censored[name].values())
                 if n_cens == sum(len(c) for c in grid.censored[name].values()):
                     fit = {}  # every run censored: no exponent, only a bound at the budget
+                shown = [r for r in sep.ratios if r.kind != "none"]
                 rows.append({"task": t.label, "arch": a.label, "alpha": fit.get("alpha"), "ci": fit.get("ci"),
                              "tf_alpha": grid.fits.get(tf, {}).get("alpha"), "censored": n_cens,
+                             "tf_censored": cens, "basis": sep.basis,
+                             "ratio_bound": shown[-1].ci[0] if shown and sep.basis == "samples" else None,
                              "verdict": {True: "held", False: "not held", None: "no verdict"}[held]})
         if s.indicative:
             claims = [Claim(c.kind, f"indicative ({s.indicative}): {c.text}", c.held, c.values) for c in claims]
@@ -173,11 +177,22 @@ class Atlas(Experiment):
         lines = [head] + [f"  {t}: N = {'/'.join(map(str, v['Ns']))}, budget {_fmt_setting(v['budget'])} samples, "
                           f"error < {_fmt_setting(v['threshold'])}, {v['seeds']} seeds, every mixer alike"
                           for t, v in summary.data.get("tasks", {}).items()]
-        lines.append("  task       mixer      alpha_TF  alpha (95% CI)          censored  TF smaller?")
+        lines.append("  task       mixer      alpha_TF  alpha (95% CI)        censored  basis       bound  "
+                     "TF needs fewer?")
         for r in summary.data.get("atlas", []):
             ci = r["ci"] or [math.nan, math.nan]
-            lines.append(f"  {r['task']:<10} {r['arch']:<10} {_f(r['tf_alpha']):>8}  {_f(r['alpha']):>6} "
-                         f"[{_f(ci[0])}, {_f(ci[1])}]{'':<6} {r['censored']:>8}  {r['verdict']}")
+            alpha = f"{_f(r['alpha'])} [{_f(ci[0])}, {_f(ci[1])}]"
+            bound = f">={r['ratio_bound']:.2f}x" if r.get("ratio_bound") is not None else "-"
+            lines.append(f"  {r['task']:<10} {r['arch']:<10} {_f(r['tf_alpha']):>8}  {alpha:<22} "
+                         f"{r['censored']:>8}  {r.get('basis', 'exponent'):<9} {bound:>7}  {r['verdict']}")
+        seps = [c.verdict for c in summary.claims if c.kind == "separation"]
+        lines.append(f"  separations: held {seps.count('held')}, did not hold {seps.count('did not hold')}, no verdict "
+                     f"{seps.count('no verdict')} (of {len(seps)}); basis 'samples': the mixer's censored runs leave "
+                     "its exponent unidentified, the verdict rests on the ratio of median samples at the largest N "
+                     "(bound: its 95% lower bound)")
+        if (re := summary.data.get("recomputed")):
+            lines.append(f"  recomputed from runs.csv by the current analysis: {re['verdicts_changed']} of "
+                         f"{re['claims']} claims changed verdict ({re['by']})")
         return "\n".join(lines + claim_lines([c for c in summary.claims if c.kind != "separation"]))
 
     def figures(self, summary: Summary, out: Path) -> list[Path]:
@@ -189,20 +204,37 @@ class Atlas(Experiment):
         if not rows:
             return []
         grid = [[math.nan] * len(archs) for _ in tasks]
-        fig, ax = plt.subplots(figsize=(1.0 + 0.62 * len(archs), 1.2 + 0.5 * len(tasks)), layout="constrained")
+        fig, ax = plt.subplots(figsize=(1.0 + 0.62 * len(archs), 1.4 + 0.5 * len(tasks)), layout="constrained")
         for r in rows:
             i, j = tasks.index(r["task"]), archs.index(r["arch"])
-            gap = (r["alpha"] - r["tf_alpha"]) if r["alpha"] is not None and r["tf_alpha"] is not None else math.nan
-            grid[i][j] = gap
+            grid[i][j] = colour_value(r)
             mark = {"held": "✓", "not held": "✗", "no verdict": "?"}[r["verdict"]]
-            ax.text(j, i, f"{mark}\n{r['censored']}c" if r["censored"] else mark, ha="center", va="center", fontsize=8)
-        im = ax.imshow(grid, cmap="RdBu_r", vmin=-2, vmax=2, aspect="auto")
+            if r.get("ratio_bound") is not None and r["verdict"] == "held":
+                mark += f"\n≥{r['ratio_bound']:.1f}x"
+            ax.text(j, i, f"{mark}\n{r['censored']}c" if r["censored"] else mark, ha="center", va="center", fontsize=7)
+        cmap = plt.get_cmap("RdBu_r").with_extremes(bad="0.85")
+        im = ax.imshow(grid, cmap=cmap, vmin=-2, vmax=2, aspect="auto")
         ax.set_xticks(range(len(archs)), archs, rotation=45, ha="right")
         ax.set_yticks(range(len(tasks)), tasks)
-        ax.set_title("alpha_mixer − alpha_TF (✓ TF's exponent smaller, ✗ not shown, ? no verdict; c: censored runs)",
-                     fontsize=8)
+        ax.set_title("colour: alpha_mixer − alpha_TF where both were measured (red: TF's the smaller); grey: a "
+                     "censored\nmixer's exponent, not compared. ✓ held, ✗ not held, ? no verdict; ≥r x: the mixer "
+                     "needs at least\nr times the TF's samples at the largest N (95% bound); c: censored runs",
+                     fontsize=7)
         fig.colorbar(im, ax=ax, shrink=0.8)
         return save(fig, out / "figure")
+
+
+def colour_value(row: dict) -> float:
+    """What a cell's colour shows: alpha_mixer - alpha_TF where the TF's runs all reached the
+    threshold and so did the mixer's, or where the mixer's censored runs (entering at the
+    budget: a lower bound on its exponent) still leave the gap positive; nan (grey) otherwise,
+    so that a censored mixer's flat line at the budget never reads as scaling better."""
+    if row["alpha"] is None or row["tf_alpha"] is None or row.get("tf_censored", 0):
+        return math.nan
+    gap = row["alpha"] - row["tf_alpha"]
+    if row["censored"] and (gap <= 0 or row.get("basis") == "samples"):
+        return math.nan
+    return gap
 
 
 def _matched(a: Arch, spec, target: int) -> dict:

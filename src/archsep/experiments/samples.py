@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 from ..analysis.grid import describe_runs, fit_grid, group, label_key, point_arm
-from ..analysis.stats import separation
+from ..analysis.separation import separation
 from ..config import PROTOCOL_SUFFIX, RunConfig, TrainConfig, arm_of
 from ..results import Claim, RunResult, Summary
 from .base import Experiment, _fmt_setting, claim_lines, run_settings, settings_text, time_text
@@ -132,8 +132,9 @@ class SampleComplexityExperiment(Experiment):
                 continue
             sep = separation(better, samples[better], worse, samples[worse],
                              censored_a=censored.get(better), censored_b=censored.get(worse))
-            out.append(Claim("separation", f"{better}'s exponent alpha is smaller than {worse}'s: {sep.text()}",
-                             sep.held, sep.to_dict()))
+            what = (f"{better}'s exponent alpha is smaller than {worse}'s" if sep.basis == "exponent"
+                    else f"{better} needs fewer samples than {worse}")
+            out.append(Claim("separation", f"{what}: {sep.text()}", sep.held, sep.to_dict()))
             largest = max(set(samples[better]) & set(samples[worse]), default=None)
             if largest is not None:
                 mb, mw = _median(points, better, largest), _median(points, worse, largest)

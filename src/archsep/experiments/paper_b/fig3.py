@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...analysis.stats import separation
+from ...analysis.separation import separation
 from ...results import Claim, Summary
 from ..base import EXPERIMENTS, _fmt_setting, claim_lines, settings_text, time_text
 from ..samples import SETTING_NAMES, Arch, SampleComplexityExperiment, Scale

@@ -1,0 +1,46 @@
+"""Committed separation statements are the current analysis's: the atlas's claims and a sweep
+folder's separations, made again from their committed runs.csv (scripts/redraw_figures.py
+--claims, scripts/resummarize_sweep.py), equal what is committed. A change to
+`analysis.separation` that would reword or flip them fails here until they are made again."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "results"
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("folder, sweep", [("matched-lookup", "docs/results/matched-lookup/sweep.toml"),
+                                           ("mingru-vs-zoo", "examples/plugins/mingru.toml")])
+def test_a_sweep_folders_separations_are_the_current_analysis(folder, sweep):
+    rs = _script("resummarize_sweep")
+    block = rs.block(RESULTS / folder, ROOT / sweep)
+    assert block in (RESULTS / folder / "summary.txt").read_text(encoding="utf-8")
+    assert "[held]" in block  # the censored arms read as separations in samples
+
+
+def test_the_atlas_claims_are_the_current_analysis():
+    from archsep.results import Claim, Summary
+
+    rf = _script("redraw_figures")
+    folder = RESULTS / "atlas-cpu"
+    d = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    summary = Summary(d["preset"], d["scale"], {k: v for k, v in d.items() if k not in rf.NOT_DATA},
+                      [Claim.from_dict(c) for c in d["claims"]])
+    committed = [(c.text, c.verdict) for c in summary.claims]
+    rf.reanalysed(folder, summary)
+    assert [(c.text, c.verdict) for c in summary.claims] == committed
+    assert summary.data["atlas"] == d["atlas"]
