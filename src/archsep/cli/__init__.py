@@ -9,7 +9,8 @@ from typing import NoReturn
 
 from ..errors import ArchsepError, printable
 from ..fileio import path_arg
-from .args import _axis_values, _labels, _positive_int, add_scale_args, scale_of, split_labels  # noqa: F401
+from .args import (_axis_values, _labels, _positive_int, add_scale_args, add_with_arg, scale_of,  # noqa: F401
+                   split_labels)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--at", type=_axis_values,
                    help="only the runs at these points of the figure's axis (N, or q for qstr-fig3), e.g. 1,2; "
                         "the others can be added later into the same --out")
+    add_with_arg(r)
     r.add_argument("--finished-only", action="store_true",
                    help="train nothing: write the outputs (runs.csv, summary, figures) from the runs --out's store "
                         "already holds, e.g. a long run's results so far; the summary says how many are pending")
@@ -88,7 +90,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     if a.dry_run:
         from .sweep import print_costs
 
-        s = plan_sweep(exp, scale, a.device, overrides, a.only, a.at)
+        s = plan_sweep(exp, scale, a.device, overrides, a.only, a.at, a.with_archs)
         print(f"{s.name}: {len(s.configs)} run(s); estimating their cost", flush=True)  # the count first
         if scale in exp.caveats:
             print(f"scale {scale}: {exp.caveats[scale]}", flush=True)
@@ -102,7 +104,8 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         return 0
     if scale in exp.caveats:
         print(f"scale {scale}: {exp.caveats[scale]}", file=sys.stderr, flush=True)
-    summary = reproduce(exp, scale, launch, overrides, a.only, at=a.at, train=not a.finished_only)
+    summary = reproduce(exp, scale, launch, overrides, a.only, at=a.at, train=not a.finished_only,
+                        extra=a.with_archs)
     print(exp.summary_text(summary))
     return errors_exit(summary.results, summary.out)
 
@@ -125,7 +128,8 @@ COMMANDS["construct"] = cmd_construct
 # the library's field names (ArchsepError.field) that the command line sets by a flag or an argument
 FLAG_OF = {"out": "--out", "executor": "--executor", "address": "--address", "workers": "--workers",
            "set": "--set", "format": "--format", "scale": "--scale", "import": "--import", "only": "--only",
-           "at": "--at", "log": "--log", "store": "DIR", "sweep_file": "FILE", "dest": "-o", "file": "FILE"}
+           "at": "--at", "with": "--with", "log": "--log", "store": "DIR", "sweep_file": "FILE", "dest": "-o",
+           "file": "FILE"}
 
 
 def as_flags(e: ArchsepError) -> str:

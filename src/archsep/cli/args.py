@@ -1,5 +1,5 @@
 """The command line's argument types and the options several commands share (`--scale`,
-`--quick`, `--only`, `--at`): below every command's module, so none of them imports the
+`--quick`, `--only`, `--at`, `--with`): below every command's module, so none of them imports the
 package's facade (`cli/__init__`) back."""
 from __future__ import annotations
 
@@ -64,6 +64,14 @@ def add_scale_args(p: argparse.ArgumentParser) -> None:
                    help="with a preset: set a field of every run, e.g. train.weight_decay=0.1 (repeatable); "
                         "seed=S starts the preset's seed list at S (seeds S, S+1, ...); label and the preset's "
                         "grid axes (e.g. task_params.N) are refused: use --only, or a sweep file")
+
+
+def add_with_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--with", dest="with_archs", action="append", default=[], metavar="NAME",
+                   help="atlas only: add a mixer of your own (a registered arch, e.g. a plugin's loaded with "
+                        "--import FILE) beside the built-in mixers on every task, its width matched to the "
+                        "Transformer's parameters like theirs; repeatable. Adds runs, changes none: "
+                        "archsep --import mingru.py reproduce atlas --with mingru")
 
 
 def scale_of(a: argparse.Namespace, default: str = "full") -> str:

@@ -25,9 +25,10 @@ def add_parsers(sub, positive_int) -> None:
                    help="worker processes (local) or concurrent tasks (ray); default: CPU cores "
                         "(local: 1 where the runs train on a GPU)")
     s.add_argument("--device", help="auto | cpu | cuda, for every run (not part of a run's identity)")
-    from .args import add_scale_args
+    from .args import add_scale_args, add_with_arg
 
     add_scale_args(s)
+    add_with_arg(s)
     s.add_argument("--retry-errors", action="store_true", help="run again the runs stored with status error")
     s.add_argument("--keep-ends", action="store_true",
                    help="keep each run's state at the end of its budget (OUT/checkpoints/ends), so that the "
@@ -101,7 +102,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from .args import scale_of
 
     launch = launch_of(a)
-    s = plan.load(a.spec, scale_of(a), a.device, plan.parse_set(a.set))
+    s = plan.load(a.spec, scale_of(a), a.device, plan.parse_set(a.set), a.with_archs)
     if a.print_toml:
         sys.stdout.write(s.source)
         return 0

@@ -11,10 +11,17 @@ verdict), and its threshold must lie below the task's best trivial predictor's e
 
 Not in the atlas: qSTR (its targets read later tokens, which causal mixers cannot see; paper B's
 presets measure it), and paper B's `tf-b`, `rnn-b`, `ffn` (not mixers of a causal stack).
+
+A mixer of one's own joins the comparison with `--with NAME` (`Atlas.with_archs`): a registered
+arch (a plugin's, loaded with `--import FILE`) planned beside the built-in ones on every task,
+matched alike. The analysis finds the arms from the runs' labels ("task/ARM"), so a store that
+holds such an arm is analysed with it, whatever the preset's own list.
 """
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,9 +30,9 @@ import torch
 from ..analysis.grid import CurveKey, fit_grid, group
 from ..analysis.separation import separation
 from ..config import RunConfig, TrainConfig
-from ..errors import ArchsepError
+from ..errors import ArchsepError, has_control, unknown
 from ..models import MODELS
-from ..registry import init_fields
+from ..registry import PLUGIN_HINT, init_fields
 from ..models.matching import match_width, measure, width_field
 from ..results import Claim, RunResult, Summary
 from .base import EXPERIMENTS, Experiment, _fmt_setting, claim_lines, n_runs, run_settings, time_text
@@ -94,12 +101,41 @@ class Atlas(Experiment):
                "full": "not run (a GPU's: see --dry-run)"}
     quick = AtlasScale((AtlasTask("lookup", "index-lookup", {"train_lengths": "fixed", "vocab": 16}, (4, 6, 8),
                                   {"budget": 40_000}),), (TF, MIXERS[0], MIXERS[6]), 3, TRAIN,
-                       indicative="quick scale: one task, three mixers, short lengths")
+                       indicative="quick scale: one task, a few mixers, short lengths")
     cpu = AtlasScale(TASKS, (TF, *MIXERS), 3, TRAIN)
     # full: each task at twice the lengths, 5 seeds and a budget that paper A's Transformers meet
     full = AtlasScale(tuple(AtlasTask(t.label, t.task, t.params, tuple(2 * n for n in t.Ns),
                                       {**t.train, "budget": 500_000}) for t in TASKS),
                       (TF, *MIXERS), 5, TRAIN)
+    extra: tuple[Arch, ...] = ()  # mixers of one's own beside the built-in ones (`with_archs`)
+
+    def with_archs(self, names: Iterable[str]) -> Atlas:
+        """This atlas with the registered archs `names` (a plugin's mixer, loaded with --import)
+        planned beside the built-in mixers on every task of every scale: Arch(NAME, NAME,
+        {"layers": 2}), its width matched like theirs. The runs of the built-in arms stay the
+        same runs (same ids): only runs are added. A name repeated counts once; an unknown arch,
+        or one of the atlas's own mixers, is refused."""
+        own = {k: a for a in (TF, *MIXERS) for k in (a.label.lower(), a.arch)}
+        extra = []
+        for name in sorted(dict.fromkeys(names), key=lambda n: (n.lower(), n)):
+            if not name or "/" in name or "$" in name or has_control(name):
+                raise ArchsepError.at("with", f"{name!r}: expected an arch's name, printable, without '/' or '$' "
+                                              "(its runs' label is TASK/NAME)")
+            hit = own.get(name.lower())
+            if hit is None:
+                try:
+                    cls = MODELS.get(name)
+                except ArchsepError:
+                    raise unknown("with", name, MODELS.names(), f"not a registered arch; {PLUGIN_HINT}") from None
+                hit = own.get(getattr(cls, "registry_name", name))  # an alias of one (dss: s4d)
+            if hit is not None:
+                raise ArchsepError.at("with", f"'{name}' is the atlas's own {hit.label} (arch {hit.arch}); --with adds "
+                                              "a mixer that is not among its built-in ones (--scale cpu or full plans "
+                                              "every one of those)")
+            extra.append(Arch(name, name, {"layers": 2}))
+        out = copy.copy(self)
+        out.extra = tuple(extra)
+        return out
 
     def plan(self, scale: str, device: str = "auto") -> list[RunConfig]:
         s = self.scale(scale)
@@ -110,10 +146,9 @@ class Atlas(Experiment):
                 task_params = {**t.params, "N": N}
                 spec = RunConfig(t.task, TF.arch, task_params, dict(TF.params), train).build_task().spec
                 target = measure(TF.arch, dict(TF.params), spec)
-                for a in s.archs:
-                    params = dict(a.params)
-                    if a is not TF:
-                        params = _matched(a, spec, target)
+                for a in (*s.archs, *self.extra):
+                    params = dict(a.params) if a is TF else _matched(a, spec, target, a in self.extra,
+                                                                     f"{t.label} at N = {N}")
                     out += [RunConfig(t.task, a.arch, task_params, params, train, seed, f"{t.label}/{a.label}")
                             for seed in range(s.seeds)]
         return out
@@ -145,23 +180,23 @@ class Atlas(Experiment):
             control = cens == 0 and len(grid.samples[tf]) == len(t.Ns)
             claims.append(Claim("threshold", f"{t.label}: control: TF reaches the threshold at every N "
                                              f"({cens} censored run(s))", control, {"censored": cens}))
-            for a in s.archs[1:]:
-                name = f"{t.label}/{a.label}"
+            for label in arms(s.archs, (k.label for k in grid.keys.values()), t.label):
+                name = f"{t.label}/{label}"
                 if name not in grid.samples:
                     continue
                 sep = separation(tf, grid.samples[tf], name, grid.samples[name], censored_a=grid.censored[tf],
                                  censored_b=grid.censored[name])
                 held = sep.held if control and beyond else None
                 why = "" if control and beyond else " (no verdict: the control or the threshold failed)"
-                what = (f"TF's exponent is smaller than {a.label}'s" if sep.basis == "exponent"
-                        else f"TF needs fewer samples than {a.label}")
+                what = (f"TF's exponent is smaller than {label}'s" if sep.basis == "exponent"
+                        else f"TF needs fewer samples than {label}")
                 claims.append(Claim("separation", f"{t.label}: {what}: {sep.text()}{why}", held, sep.to_dict()))
                 fit = grid.fits.get(name, {})
                 n_cens = sum(int(c.sum()) for c in grid.censored[name].values())
                 if n_cens == sum(len(c) for c in grid.censored[name].values()):
                     fit = {}  # every run censored: no exponent, only a bound at the budget
                 shown = [r for r in sep.ratios if r.kind != "none"]
-                rows.append({"task": t.label, "arch": a.label, "alpha": fit.get("alpha"), "ci": fit.get("ci"),
+                rows.append({"task": t.label, "arch": label, "alpha": fit.get("alpha"), "ci": fit.get("ci"),
                              "tf_alpha": grid.fits.get(tf, {}).get("alpha"), "censored": n_cens,
                              "tf_censored": cens, "basis": sep.basis,
                              "ratio_bound": shown[-1].ci[0] if shown and sep.basis == "samples" else None,
@@ -237,10 +272,25 @@ def colour_value(row: dict) -> float:
     return gap
 
 
-def _matched(a: Arch, spec, target: int) -> dict:
+def arms(archs: tuple[Arch, ...], labels: Iterable[str], task: str) -> list[str]:
+    """The mixers of one task to compare with the TF, by label: the scale's built-in ones in its
+    order, then every other arm the runs hold ("task/ARM" in `labels`: a mixer added with --with)
+    in name order."""
+    own = [a.label for a in archs if a is not TF]
+    held = {lab.split("/", 1)[1] for lab in labels if lab.split("/", 1)[0] == task and "/" in lab}
+    return own + sorted(held - set(own) - {TF.label}, key=lambda n: (n.lower(), n))
+
+
+def _matched(a: Arch, spec, target: int, added: bool = False, where: str = "") -> dict:
     """`a`'s parameters with its width chosen so that its parameters are within 5% of `target`;
     where no width is (widths step by the heads; a small model's count jumps), the Transformer's
-    width with the MLP's width chosen instead."""
+    width with the MLP's width chosen instead. A mixer `added` with --with that cannot be
+    matched (or built) is one error naming --with, the arch and `where`."""
+    if added:
+        try:
+            return _matched(a, spec, target)
+        except ArchsepError as e:
+            raise ArchsepError.at("with", f"{a.arch} on {where}: {e}") from None
     field = width_field(a.arch)
     try:
         return {**a.params, field: match_width(a.arch, dict(a.params), spec, target).value}

@@ -20,36 +20,47 @@ from .size_search import SearchScale, search_sweep
 
 
 def load(spec: str | Path, scale: str = "full", device: str | None = None,
-         overrides: dict[str, Any] | None = None) -> Sweep:
-    """A sweep from a TOML file, or from a preset's name (at `scale`, with `overrides`)."""
+         overrides: dict[str, Any] | None = None, extra: list[str] | None = None) -> Sweep:
+    """A sweep from a TOML file, or from a preset's name (at `scale`, with `overrides` and the
+    `extra` archs of `--with`)."""
     if is_file_spec(spec):
         if overrides:
             raise ArchsepError.at("set", "only with a preset; edit the sweep file instead")
+        if extra:
+            raise ArchsepError.at("with", "applies to the atlas preset only; a sweep file lists its own [[arms]]")
         return load_file(spec, device)
-    return from_experiment(str(spec), scale, device, overrides)
+    return from_experiment(str(spec), scale, device, overrides, extra=extra)
 
 
 def from_experiment(name: str, scale: str = "full", device: str | None = None,
                     overrides: dict[str, Any] | None = None, only: list[str] | None = None,
-                    at: list[int] | None = None) -> Sweep:
+                    at: list[int] | None = None, extra: list[str] | None = None) -> Sweep:
     """The runs of a registered experiment (a preset) at one scale, as a sweep: `archsep sweep P`
     and `archsep reproduce P` plan exactly the same runs. `overrides` ({"train.weight_decay":
     0.1, ...}) sets a field of every run; `only` keeps the runs of these architecture labels
     (the same runs, same ids, as in the whole preset: the rest can be added later into the
     same store); `at` keeps the runs at these values of the figure's axis (`Experiment.axis`,
-    e.g. N, or q for Figure 3), likewise."""
+    e.g. N, or q for Figure 3), likewise; `extra` adds archs of one's own (a plugin's mixer) beside
+    the atlas's (`--with`: `Atlas.with_archs`), adding runs and changing none."""
     try:
         exp = EXPERIMENTS.get(name)()
     except ArchsepError as e:
         raise ArchsepError(f"{e} (or give a sweep file ending in .toml)") from None
-    return plan_sweep(exp, scale, device, overrides, only, at)
+    return plan_sweep(exp, scale, device, overrides, only, at, extra)
 
 
 def plan_sweep(exp: Experiment, scale: str = "full", device: str | None = None,
                overrides: dict[str, Any] | None = None, only: list[str] | None = None,
-               at: list[int] | None = None) -> Sweep:
+               at: list[int] | None = None, extra: list[str] | None = None) -> Sweep:
     """`from_experiment` of an experiment already built."""
     name = exp.registry_name
+    if extra:  # --with: only a preset that plans arms of one's own (the atlas)
+        with_archs = getattr(exp, "with_archs", None)
+        if with_archs is None:
+            raise ArchsepError.at("with", f"applies to the atlas preset only, not {name} (a mixer of one's own beside "
+                                          "the atlas's, at matched parameters)")
+        exp = with_archs(extra)
+        extra = [a.label for a in exp.extra]  # type: ignore[attr-defined]
     exp.check_scale(scale)
     s = exp.scale(scale)
     if isinstance(s, SearchScale):  # "the paper's search": a sweep file with [search] (sweeps/search.py)
@@ -67,9 +78,12 @@ def plan_sweep(exp: Experiment, scale: str = "full", device: str | None = None,
         configs = select_at(configs, at, exp.axis, name)
     part = ";".join(([",".join(only)] if only else []) + ([f"{exp.axis}={','.join(map(str, at))}"] if at else []))
     full_name = (name if scale == "full" else f"{name}-{scale}") + override_suffix(overrides) \
-        + (f"-only={part}" if part else "")
+        + (f"-with={','.join(extra)}" if extra else "") + (f"-only={part}" if part else "")
+    # the analysis finds --with's arms from the runs' labels: nothing more to keep for a re-analysis
     analysis: dict[str, Any] = {"separations": [list(s) for s in exp.separations], "scale": scale}
-    source = to_toml(configs, name=full_name, analysis=analysis, description=f"preset {name} --scale {scale}")
+    with_text = "".join(f" --with {x}" for x in extra or [])
+    source = to_toml(configs, name=full_name, analysis=analysis,
+                     description=f"preset {name} --scale {scale}{with_text}")
     if overrides:  # kept with the sweep in the store (not in its TOML): the preset's analysis re-plans with them
         analysis = {**analysis, "overrides": dict(overrides)}
     return Sweep(full_name, configs, source, origin=f"preset:{name}", preset=name, quick=scale == "quick",

@@ -128,10 +128,11 @@ def stored_all(out_dir: Path) -> list:
 
 def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None = None,
               overrides: dict | None = None, only: list[str] | None = None, at: list[int] | None = None,
-              train: bool = True, **options) -> Summary:
+              train: bool = True, extra: list[str] | None = None, **options) -> Summary:
     """Run experiment `name` (or an experiment already built) at `scale`, with `overrides` of
     every run's fields (e.g. {"train.weight_decay": 0.1}), `only` some of its architectures
-    (e.g. ["TF", "FFN"]) and `at` some points of its axis (e.g. [1, 2]); returns its summary
+    (e.g. ["TF", "FFN"]), `at` some points of its axis (e.g. [1, 2]) and, for the atlas, `extra`
+    archs of one's own beside its mixers (e.g. ["mingru"], a plugin's: `--with`); returns its summary
     (also written to OUT). How it runs is `launch`
     (`runs.launch.Launch`), or its fields as keyword arguments: out, workers, device, progress,
     executor, address, retry_errors, log. With `train=False` nothing is trained: the outputs are
@@ -141,7 +142,7 @@ def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None
     name = exp.registry_name
     launch = (launch or Launch(**options)).check()
     # registered in the store: `archsep status OUT` sees the plan
-    sweep = plan_sweep(exp, scale, launch.device, overrides, only, at)
+    sweep = plan_sweep(exp, scale, launch.device, overrides, only, at, extra)
     out_dir = launch.out if launch.out is not None else default_out(name, scale, overrides)
     if out_dir.is_dir():
         check_out(out_dir, outputs_name(name, scale, overrides))

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..models.matching import width_field
 from ..results import RunResult
 from ..store import Store
 
@@ -238,15 +239,31 @@ def _runs_table(results: list[RunResult], by_id: dict) -> str:
         cfg = json.dumps(r.config, indent=2, sort_keys=True)
         err = f"<pre>{_e(r.error)}</pre>" if r.error else ""
         rows.append([f"<code>{_e(r.run_id)}</code>", _e(r.config.get("label") or r.config.get("arch")),
-                     _e(json.dumps(r.config.get("task_params"), sort_keys=True)), _e(r.config.get("seed")),
+                     _e(run_width(r.config)), _e(json.dumps(r.config.get("task_params"), sort_keys=True)),
+                     _e(r.config.get("seed")),
                      _n(r.config.get("train", {}).get("lr"), "{:g}"),
                      f"<span class='{_e(r.status)}'>{_e(r.status)}</span>", _n(r.samples), _n(r.test_metric, "{:.4f}"),
                      _n(r.wall_s, "{:.1f}"),
                      _e(row.get("finished_at", ""))[:19],
                      f"<details><summary>config</summary><pre>{_e(cfg)}</pre>{err}</details>"])
-    out.append(_table(["run", "arch", "task_params", "seed", "lr", "status", "samples", "test metric", "wall s",
-                       "finished (UTC)", "config"], rows, {4, 6, 7, 8}))
+    out.append(_table(["run", "arch", "width", "task_params", "seed", "lr", "status", "samples", "test metric",
+                       "wall s", "finished (UTC)", "config"], rows, {2, 5, 7, 8, 9}))
     return "\n".join(out)
+
+
+def run_width(config: dict) -> Any:
+    """A run's model width: its model parameter named by `width_field` (`width`, or `hidden` for
+    an arch whose width is called so), else (an arch not registered here) its `width`; "" where
+    the run's config sets none (the model's default)."""
+    params = config.get("model_params")
+    if not isinstance(params, dict):
+        return ""
+    try:
+        field = width_field(str(config.get("arch")))
+    except Exception:  # noqa: BLE001 - an arch not registered here, or one without an integer width
+        field = "width"
+    value = params.get(field, params.get("width"))
+    return "" if value is None else value
 
 
 def verdict(c: dict) -> str:
