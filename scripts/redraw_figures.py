@@ -95,23 +95,51 @@ def atlas_runs(folder: Path, data: dict) -> list[RunResult]:
     return out
 
 
+def fig3_runs(folder: Path, data: dict) -> list[RunResult]:
+    """Figure 3's runs from its runs.csv, as the analysis reads them (label, q in the N slot of
+    the points, seed, samples, status), with the budget, threshold and test size of its summary."""
+    train = {k: data[k] for k in ("budget", "threshold", "eval_size") if data.get(k) is not None}
+    out = []
+    for r in csv_runs(folder / "runs.csv"):
+        config = {**r.config, "seed": 0, "train": train}
+        out.append(RunResult("", config, r.status, r.samples, 0, None, None))  # type: ignore[arg-type]
+    with open(folder / "runs.csv", newline="", encoding="utf-8") as f:
+        for res, row in zip(out, csv.DictReader(f)):
+            res.run_id, res.config["seed"] = row["run_id"], int(row["seed"])
+    return out
+
+
+RUNS_OF = {"atlas": atlas_runs, "qstr-fig3": fig3_runs}  # presets whose claims --claims makes again from runs.csv
+
+
 def reanalysed(folder: Path, summary: Summary) -> list[tuple[str, str, str]]:
-    """The atlas's claims and table made again from its runs (`atlas_runs`) by the current
-    analysis, in place in `summary`; returns the claims whose verdict changed (was, now, text),
+    """The claims (and the atlas's table) made again from the runs of runs.csv (`RUNS_OF`) by
+    the current analysis, in place in `summary`; returns the claims whose verdict changed or that
+    are new (was, now, text; matched by position where the counts agree, else by `_claim_key`),
     also recorded under the summary's `recomputed`."""
     exp = PRESETS.get(summary.experiment)()
-    new = exp.analyze(atlas_runs(folder, summary.data), summary.scale)
+    new = exp.analyze(RUNS_OF[summary.experiment](folder, summary.data), summary.scale)
     was = [c.verdict for c in summary.claims]
-    if len(was) != len(new.claims):
-        raise ValueError(f"{len(new.claims)} claims made again, {len(was)} committed: not comparable")
-    changed = [(w, c.verdict, c.text) for w, c in zip(was, new.claims) if w != c.verdict]
-    keep = {k: summary.data[k] for k in ("runs_wall_s", "n_runs") if k in summary.data}
-    summary.data = {**new.data, **keep, "recomputed": {
+    if len(was) == len(new.claims):  # the same claims in the same order
+        changed = [(w, c.verdict, c.text) for w, c in zip(was, new.claims) if w != c.verdict]
+    else:  # claims added: matched by kind and words
+        old = {_claim_key(c): c.verdict for c in summary.claims}
+        changed = [(old.get(_claim_key(c), "-"), c.verdict, c.text) for c in new.claims
+                   if old.get(_claim_key(c)) != c.verdict]
+    keep = {k: summary.data[k] for k in ("runs_wall_s", "n_runs", "pending") if k in summary.data}
+    summary.data = {**summary.data, **new.data, **keep, "recomputed": {
         "by": "scripts/redraw_figures.py --text --claims (the analysis made again from runs.csv)",
         "verdicts_changed": len(changed), "claims": len(was),
         "changes": [{"was": w, "now": n, "claim": ":".join(t.split(":")[:2])} for w, n, t in changed]}}
     summary.claims = new.claims
     return changed
+
+
+def _claim_key(c: Claim) -> tuple[str, str]:
+    """A claim's identity across two analyses: its kind and its words up to the first colon
+    (their numbers follow it), less a prefix naming the threshold's standing."""
+    text = c.text.split("(no retrieval needed): ", 1)[-1]
+    return c.kind, text.split(":", 1)[0]
 
 
 def load(folder: Path) -> Summary:
@@ -158,7 +186,7 @@ def rewrite_text(folder: Path, drawn: list[Path], claims: bool = False) -> list[
         summary.data["n_runs"] = len(rows)
     exp = PRESETS.get(summary.experiment)()
     changed = []
-    if claims and summary.experiment == "atlas":
+    if claims and summary.experiment in RUNS_OF:
         changed = reanalysed(folder, summary)
     elif claims and isinstance(exp, SizeExperiment):
         was = [c.verdict for c in summary.claims]
@@ -189,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     for folder in folders:
         drawn: list[Path] = []
         try:
-            atlas = a.claims and a.text and preset_of(folder) == "atlas"
+            atlas = a.claims and a.text and preset_of(folder) in RUNS_OF
             if atlas:  # its claims and table first: its figure is drawn from them
                 for was, now, text in rewrite_text(folder, [], claims=True):
                     print(f"{folder}: claim {was} -> {now}: {text}")

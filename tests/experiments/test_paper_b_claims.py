@@ -196,3 +196,24 @@ def test_figure_3_marks_a_ratio_with_censored_runs_as_a_lower_bound(tmp_path, mo
     assert "RNN / TF with censored runs (a lower bound)" in [t.get_text() for t in bx.get_legend().get_texts()]
     [low] = [ln for ln in bx.get_lines() if ln.get_label().endswith("(a lower bound)")]
     assert list(low.get_xdata()) == [2, 3]
+
+
+@pytest.mark.parametrize("scale, held", [("quick", False), ("mse05", True)])
+def test_figure_3_threshold_is_gated_by_the_pointer_blind_predictor(scale, held):
+    """At the paper's MSE < 0.88 a predictor that ignores the index tuples already qualifies
+    (its MSE is about 0.85 at every q): the baseline claim fails and each gap claim says so; at
+    0.5 it holds and the gap claims carry no such words."""
+    exp = EXPERIMENTS.get("qstr-fig3")()
+    rs = []
+    for c in exp.plan(scale, "cpu"):
+        if c.task_params["q"] > 2:
+            continue
+        q, tf = c.task_params["q"], c.label == "TF"
+        rs.append(RunResult(c.run_id, c.to_dict(), "ok", (1000 if tf else 4000 * 2 ** q) * (1 + c.seed % 3),
+                            640, 0.4, 0.4))
+    claims = exp.analyze(rs, scale).claims
+    [base] = [c for c in claims if c.kind == "baseline"]
+    assert base.held is held and set(base.values["pointer_blind_mse"]) == {1, 2}
+    assert all(0.8 < v < 0.9 for v in base.values["pointer_blind_mse"].values())
+    gaps = [c for c in claims if c.kind == "gap"]
+    assert gaps and all(("no retrieval needed" in c.text) is (not held) for c in gaps)

@@ -150,3 +150,32 @@ def test_the_as_published_held_out_set_is_simple_qstr_and_only_for_qstr():
     assert not bool((ours.tuples == ours.tuples[:, :1]).all())
     with pytest.raises(ArchsepError, match="train.heldout"):
         RunConfig("dyck", "lstm", {"N": 4}, {}, TrainConfig(heldout="as-published"))
+
+
+def test_the_pointer_blind_predictor_is_the_mean_over_every_tuple():
+    """An additive link's shortcut (each head's mean over the positions) equals the mean of g
+    over every tuple the task draws, with and without repetition."""
+    import torch
+
+    from archsep.tasks.links import Link
+    from archsep.tasks.qstr import QSTR
+
+    x = torch.randn(20, 5, 4, generator=torch.Generator().manual_seed(0))
+    for link in ("linear", "hermite2"):
+        for replace in (True, False):
+            t = QSTR(N=5, q=3, d=4, link=link, replace=replace)
+            M = 5 ** 3 if replace else 5 * 4 * 3
+            assert t.tuples().shape == (M, 3)
+            assert torch.allclose(t.g.blind(x, t.tuples()), Link.blind(t.g, x, t.tuples()), atol=1e-5)
+
+
+def test_the_pointer_blind_mse_is_one_minus_one_over_n_for_one_quadratic_head():
+    """q = 1, hermite2: E[y | tokens] = the mean of He2 over the N tokens, whose variance is
+    1/N (independent tokens, Var He2 = 1): its MSE is 1 - 1/N in expectation."""
+    import torch
+
+    from archsep.tasks.qstr import QSTR
+
+    task = QSTR(N=7, q=1, d=10, link="hermite2", replace=True)
+    mse = task.pointer_blind_mse(40_000, torch.Generator().manual_seed(3))
+    assert abs(mse - (1 - 1 / 7)) < 0.015

@@ -20,6 +20,14 @@ class Link:
     def __call__(self, xs: torch.Tensor) -> torch.Tensor:  # (..., q, d) -> (...)
         raise NotImplementedError
 
+    def blind(self, x: torch.Tensor, tuples: torch.Tensor) -> torch.Tensor:
+        """The mean label over index tuples drawn uniformly from `tuples` (M, q), for tokens x
+        (n, N, d) -> (n,): the best prediction that ignores which tuple a position asks for."""
+        out = []
+        for chunk in x.split(max(1, 2_000_000 // max(1, tuples.shape[0] * tuples.shape[1] * x.shape[-1]))):
+            out.append(self(chunk[:, tuples]).mean(-1))  # (c, M, q, d) -> (c, M) -> (c,)
+        return torch.cat(out)
+
 
 LINKS: Registry[Link] = Registry("link", plugins=True)
 
@@ -41,6 +49,15 @@ class Linear(Link):
     def __call__(self, xs):
         return (xs * self._u.on(xs.device)).sum(dim=(-1, -2)) / math.sqrt(self.q)
 
+    def blind(self, x, tuples):
+        """A sum of one term per head: its mean over tuples is each head's mean over the
+        positions (every index is uniform on [N], with or without repetition)."""
+        z = x @ self._u.on(x.device).T  # (n, N, q): <u_h, x_j>
+        return self.head(z).mean(1).sum(-1) / math.sqrt(self.q)
+
+    def head(self, z: torch.Tensor) -> torch.Tensor:
+        return z
+
 
 @LINKS.register("hermite2")
 class Hermite2(Linear):
@@ -48,7 +65,10 @@ class Hermite2(Linear):
 
     def __call__(self, xs):
         z = (xs * self._u.on(xs.device)).sum(-1)
-        return ((z * z - 1) / math.sqrt(2)).sum(-1) / math.sqrt(self.q)
+        return self.head(z).sum(-1) / math.sqrt(self.q)
+
+    def head(self, z):
+        return (z * z - 1) / math.sqrt(2)
 
 
 @LINKS.register("norm2")

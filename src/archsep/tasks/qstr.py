@@ -139,6 +139,23 @@ class QSTR(Task):
     def baseline(self) -> float:
         return 1.0
 
+    def tuples(self) -> torch.Tensor:
+        """Every index tuple a position can ask for (M, q), each equally likely: [N]^q, or the
+        ordered tuples of distinct indices without repetition."""
+        every = torch.cartesian_prod(*[torch.arange(self.N)] * self.q).reshape(-1, self.q)
+        return every if self.replace else every[torch.stack([every[:, i] != every[:, j] for i in range(self.q)
+                                                            for j in range(i)] or [every[:, 0] >= 0]).all(0)]
+
+    def pointer_blind_mse(self, n: int, generator: torch.Generator) -> float:
+        """Test MSE on `n` prompts of the best predictor that ignores the index tuples: E[y_i | x]
+        = the mean of g over every tuple (`Link.blind`), the same at every position (the tuples
+        are drawn independently of the tokens). A threshold above it is met without retrieval."""
+        check(self.distribution == "iid", "distribution", "the pointer-blind predictor is defined for 'iid'")
+        b = self.sample(n, generator)
+        x = b.x[..., :self.d]  # (n, N, d): the tokens, without the codes
+        pred = self.g.blind(x, self.tuples())  # (n,)
+        return float(((b.y - pred[:, None]) ** 2).mean())
+
     def sample(self, n: int, generator: torch.Generator) -> Batch:
         dev = generator.device
         x = torch.randn(n, self.N, self.d, generator=generator, device=dev)

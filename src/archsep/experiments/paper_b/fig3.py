@@ -12,9 +12,11 @@ import math
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from ...analysis.separation import separation
 from ...results import Claim, Summary
+from ...tasks.qstr import QSTR
 from ..base import EXPERIMENTS, _fmt_setting, claim_lines, settings_text, time_text
 from ..samples import SETTING_NAMES, Arch, SampleComplexityExperiment, Scale
 
@@ -75,6 +77,17 @@ class Fig3(SampleComplexityExperiment):
             cens = sum(p["n_censored"] for p in tf)
             out.append(Claim("threshold", f"control: TF with H = q heads reaches MSE < {thr} at every q "
                                           f"({cens} censored run(s))", cens == 0, {"censored": cens}))
+        qs = sorted({p["N"] for p in points})
+        blind_ok = True
+        if qs:  # the threshold against the best predictor that ignores the pointers (issue 54)
+            thr_v = float(getattr(self, "settings", {}).get("threshold", COMMON["threshold"]))
+            blind = pointer_blind(qs)
+            blind_ok = thr_v < min(blind.values())
+            out.append(Claim("baseline", f"the threshold (MSE < {thr}) lies below the MSE of the best predictor that "
+                                         "ignores the index tuples (E[y | tokens], 10,000 prompts): "
+                                         + ", ".join(f"q={q}: {v:.3f}" for q, v in blind.items()),
+                             blind_ok, {"pointer_blind_mse": blind, "threshold": thr_v}))
+        head = "" if blind_ok else "at a threshold a pointer-blind predictor meets (no retrieval needed): "
         for worse in self.gaps:
             if "TF" not in samples or worse not in samples:
                 continue
@@ -83,7 +96,7 @@ class Fig3(SampleComplexityExperiment):
             low = {q for q, c in censored.get(worse, {}).items() if np.any(c)}  # a mean at the budget: a bound
             ratio = _ratios(samples["TF"], samples[worse])
             ratios = ", ".join(f"q={q}: {'>= ' if q in low else ''}{r:.2f}" for q, r in ratio.items())
-            out.append(Claim("gap", f"the {worse}/TF gap grows with q: {sep.text()} (ratio of means {ratios})",
+            out.append(Claim("gap", f"{head}the {worse}/TF gap grows with q: {sep.text()} (ratio of means {ratios})",
                              sep.held, {**sep.to_dict(), "ratios": ratio}))
         return out
 
@@ -153,6 +166,13 @@ class Fig3(SampleComplexityExperiment):
             lines.append(f"  {p['arch']:<5}{p['N']:>2} {p['median_text']:>10} {mean:>10} "
                          f"{p['n_censored']:>5}/{p['n_runs']}")
         return "\n".join(lines + claim_lines(summary.claims))
+
+
+def pointer_blind(qs: list[int], n: int = 10_000, seed: int = 0) -> dict[int, float]:
+    """Per q, the test MSE of the best predictor that ignores the index tuples on the figure's
+    task (`QSTR.pointer_blind_mse`, `n` prompts drawn from `seed`)."""
+    task = QSTR(**TASK)  # type: ignore[arg-type]  # the figure's task, its fields as the runs have them
+    return {q: dataclasses.replace(task, q=q).pointer_blind_mse(n, torch.Generator().manual_seed(seed)) for q in qs}
 
 
 def _by_q(summary: Summary, label: str) -> dict[int, np.ndarray]:
