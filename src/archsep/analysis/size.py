@@ -126,6 +126,17 @@ def size_points(cells: list[dict], level: float = 0.95) -> list[dict]:
     return out
 
 
+def extra_points(cells: list[dict], level: float = 0.95) -> dict[tuple, dict]:
+    """Per (label, N, name of an extra test set, e.g. equality's "same-counts"): the mean
+    accuracy on that set over seeds with a t interval, as `size_points` gives for the test set."""
+    names = sorted({n for c in cells for n in c.get("extra_acc") or {}})
+    out = {}
+    for name in names:
+        moved = [{**c, "test_acc": (c.get("extra_acc") or {}).get(name)} for c in cells]
+        out.update({(p["label"], p["N"], name): p for p in size_points(moved, level)})
+    return out
+
+
 def _order(n_text: str) -> tuple:
     v = json.loads(n_text)
     return (0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, n_text)

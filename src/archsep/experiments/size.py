@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from ..analysis.size import CellKey, accuracy_table, size_points
+from ..analysis.size import CellKey, accuracy_table, extra_points, size_points
 from ..analysis.size import select as select  # re-exported: the presets' selection rule
 from ..analysis.size import cell_record as size_record
 from ..config import RunConfig, TrainConfig
@@ -306,6 +306,7 @@ class SizeExperiment(Experiment):
         the same claims `analyze` makes, for a committed summary whose store is gone."""
         self.best_trivial = {(b["variant"], b["N"]): b["best_acc"] for b in data.get("baselines") or []}
         self.points = {(p["label"], p["N"]): p for p in size_points(data["cells"])}
+        self.extra = extra_points(data["cells"])  # (label, N, extra test set) -> its point
         s = self.scale(scale)
         if isinstance(s, SearchScale):  # claims at the lengths the search has finished
             s = s.at(tuple(data["Ns"]))
