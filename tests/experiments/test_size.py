@@ -285,8 +285,10 @@ def test_dyck_cpu_and_paper_n_are_one_protocol_and_their_claims_can_fail(scale, 
     s = exp.scale(scale)
     assert s.unequal() == [] and s.seeds >= 3 and len(s.lrs) >= 2 and max(s.Ns) == hi
     good = _dyck({("TF-(1,64)", hi): 0.6}, scale)
-    assert all(c.held for c in good), [c.text for c in good if not c.held]
-    assert {c.kind for c in good} == {"control", "baseline", "ordering"}
+    assert all(c.held for c in good if c.kind != "reads"), [c.text for c in good if not c.held]
+    assert {c.kind for c in good} == {"control", "baseline", "ordering", "reads"}
+    # the fake cells carry no type-swaps set: those claims say so (tested with one above)
+    assert all(c.held is None and "no type-swaps test set" in c.text for c in good if c.kind == "reads")
     # an LSTM no better than the depth counter at the longest length does not recognise Dyck
     base = next(b for b in exp.analyze(_fake_size_results(exp, scale, lambda lab, N: 0.9), scale).data["baselines"]
                 if b["N"] == hi)["best_acc"]
@@ -427,11 +429,11 @@ def test_equality_cpu_is_one_protocol_on_both_variants_and_its_claims_can_fail()
                            and label.endswith("[eq-random]") else 0.995, acc)
 
     good = claims({})
-    assert all(c.held for c in good if c.kind != "order"), [c.text for c in good if not c.held]
+    assert all(c.held for c in good if c.kind != "reads"), [c.text for c in good if not c.held]
     n = len(arms)
     # eq-random: controls, baseline, below, reads the order at both lengths; eq-one: controls, reaches
     assert len(good) == n + 1 + (n - 1) + 2 * n + n + n
-    assert all(c.held is None and "no same-counts test set" in c.text for c in good if c.kind == "order")
+    assert all(c.held is None and "no same-counts test set" in c.text for c in good if c.kind == "reads")
     _assert_can_fail(exp, claims, "TF-(2,64) [eq-random]", 200, level="LSTM-64 [eq-random]",
                      dead="LSTM-64 [eq-random]", dead_acc=0.5, variant="eq-random")
     # eq-one, "every model does well": an arm that falls short at N = 200 fails it; one that did
@@ -463,7 +465,7 @@ def test_equality_reads_the_order_only_above_the_level_on_both_test_sets():
         for k, c in enumerate(d["cells"]):
             if c["label"] == label and c["N"] == N:
                 c["test_acc"], c["extra_acc"] = test + 0.002 * (k % 3), {"same-counts": same + 0.002 * (k % 3)}
-        [c] = [c for c in exp.claims_of(d, "cpu") if c.kind == "order" and c.values["label"] == label
+        [c] = [c for c in exp.claims_of(d, "cpu") if c.kind == "reads" and c.values["label"] == label
                and c.values["N"] == N]
         return c
 
@@ -471,6 +473,31 @@ def test_equality_reads_the_order_only_above_the_level_on_both_test_sets():
     assert order(0.975, 0.0).held is False  # counting
     assert order(0.5, 0.99).held is False  # "unequal" to everything
     assert order(0.99, 0.9).held is False
+
+
+def test_dyck_reads_bracket_types_only_above_the_level_on_both_test_sets():
+    """The type-blind depth counter scores about 95% on Dyck's test set at N = 100 and 0% on
+    the type-swapped negatives: a recogniser at those numbers does not read bracket types."""
+    import copy
+    import json
+    from pathlib import Path
+
+    exp = PRESETS.get("dyck-fig2")()
+    path = Path(__file__).resolve().parents[2] / "docs" / "results" / "dyck-fig2-cpu" / "summary.json"
+    data = json.loads(path.read_text())
+
+    def reads(test: float, swaps: float, label: str = "LSTM-64", N: int = 100):
+        d = copy.deepcopy(data)
+        for k, c in enumerate(d["cells"]):
+            if c["label"] == label and c["N"] == N:
+                c["test_acc"], c["extra_acc"] = test + 0.002 * (k % 3), {"type-swaps": swaps + 0.002 * (k % 3)}
+        [c] = [c for c in exp.claims_of(d, "cpu") if c.kind == "reads" and c.values["label"] == label
+               and c.values["N"] == N]
+        return c
+
+    assert reads(0.99, 0.98).held is True
+    assert reads(0.96, 0.0).held is False  # the depth counter
+    assert reads(0.5, 1.0).held is False  # "not in the language" to everything
 
 
 def planned_scales(exp) -> list[str]:

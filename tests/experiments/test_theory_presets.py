@@ -110,7 +110,9 @@ def test_fig3_claims_the_growing_gap_and_fails_a_constant_one(tmp_path):
     gaps = [c for c in s.claims if c.kind == "gap"]
     assert [c.held for c in gaps] == [True, True] and all("grows with q" in c.text for c in gaps)
     assert gaps[0].values["ratios"][3] > gaps[0].values["ratios"][1]
-    assert all(c.held for c in s.claims)
+    # the quick scale keeps the paper's 0.88, which a pointer-blind predictor meets: only that
+    # baseline claim fails
+    assert [c.kind for c in s.claims if not c.held] == ["baseline"]
     assert p.figures(s, tmp_path) and "claim HELD" in p.text(s)
     # a gap that does not grow (every arm scales alike with q): the claim must not hold
     flat = p.analyze(_fig3_runs(gap_growth=1.0), "quick")

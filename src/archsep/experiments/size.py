@@ -30,11 +30,14 @@ from ..results import Claim, RunResult, Summary
 from . import size_search
 from .base import Experiment, _fmt_setting, claim_lines, run_settings, time_text
 from .size_search import SearchScale
+from .size_claims import CONTROL as CONTROL  # re-exported: the presets name it
+from .size_claims import SizeClaims
+from .size_claims import pct as pct  # re-exported
+from .size_claims import untrained as untrained  # re-exported
 
 TARGET = 0.99  # early stop at validation accuracy >= target
 BATCH = 64
 BASELINE_SIZE, BASELINE_SEED = 5000, 20251  # the trivial baselines' test set: its size and its own seed
-CONTROL = 0.95  # a positive control: mean test accuracy at least this where theory says the arm can learn
 
 
 @dataclass(frozen=True)
@@ -173,21 +176,12 @@ CELL_COLUMNS = ["label", "arch", "task", "N", "width", "seed", "test_acc", "val_
                 "budget_steps", "reached", "status", "params", "state_size", "wall_s"]
 
 
-def untrained(label: str, control: Claim) -> str:
-    """Why a claim on `label` gets no verdict: its own control failed (it did not train here), or
-    a composite control failed on another arm's part (e.g. Dyck's "a Transformer trains at the
-    longest length"), which says nothing of `label` itself."""
-    if control.values.get("label") == label:
-        return f"{label} did not train here ({control.text})"
-    return f"a control it needs did not hold ({control.text})"
-
-
 # paper A's `full` scales predate the fair protocol: said wherever such a scale is named
 NOT_FAIR_FULL = ("not yet the fair protocol (1 seed, claims without controls or trivial baselines, not the paper's "
                  "search): its verdicts are not a test; use --scale cpu or paper-n")
 
 
-class SizeExperiment(Experiment):
+class SizeExperiment(SizeClaims, Experiment):
     """A (length x width) accuracy grid. A figure names its task, its scales and its claims
     (`claims(table, scale)`, reading `table[label][(N, width)]`, the mean test accuracy)."""
 
@@ -342,72 +336,6 @@ class SizeExperiment(Experiment):
     def acc(table: dict, label: str, N: int, width: int) -> float | None:
         return table.get(label, {}).get((N, width))
 
-    # --- claims under the fair protocol: intervals, controls, baselines ---------------------
-    def interval(self, label: str, N: int) -> tuple[float | None, float | None, float | None]:
-        """(mean, 95% t lower, upper) of `label`'s test accuracy at N over seeds (None where unknown)."""
-        p = getattr(self, "points", {}).get((label, N))
-        if p is None or p["mean"] is None:
-            return None, None, None
-        return p["mean"], p["ci"][0], p["ci"][1]
-
-    def control(self, label: str, N: int, level: float = CONTROL) -> Claim:
-        """The positive control of `label`: at length N (where theory says it can), its mean test
-        accuracy reaches `level`. An arm without a passing control gets no verdict elsewhere."""
-        m, _, _ = self.interval(label, N)
-        return Claim("control", f"control: {label} learns at N={N} (mean {pct(m)} >= {pct(level)})",
-                     m is not None and m >= level, {"label": label, "N": N, "mean": m, "level": level})
-
-    def beats_baseline(self, label: str, N: int, control: Claim, variant: str = "") -> Claim:
-        """`label` recognises the task at N: the lower end of its 95% interval lies above the task's
-        best trivial baseline at N. No verdict where its control failed or a seed is missing."""
-        m, lo, _ = self.interval(label, N)
-        base = getattr(self, "best_trivial", {}).get((variant, N))
-        text = (f"N={N}: {label} above the best trivial baseline ({pct(base)}): mean {pct(m)}, 95% interval "
-                f"lower end {pct(lo)}")
-        values = {"label": label, "N": N, "mean": m, "lower": lo, "baseline": base, "control": control.held}
-        if not control.held:
-            return Claim("baseline", f"no verdict: {untrained(label, control)}; {text}", None, values)
-        if lo is None or base is None:
-            return Claim("baseline", f"no verdict (fewer than 2 seeds or no baseline): {text}", None, values)
-        return Claim("baseline", text, lo > base, values)
-
-    def reaches(self, label: str, N: int, control: Claim, level: float = CONTROL) -> Claim:
-        """`label` does well at N: its mean test accuracy reaches `level` there (the control's rule
-        at another length). No verdict where its control failed (it did not train here at all)."""
-        m, lo, _ = self.interval(label, N)
-        text = f"N={N}: {label} reaches {pct(level)}: mean {pct(m)} (95% interval lower end {pct(lo)})"
-        values = {"label": label, "N": N, "mean": m, "lower": lo, "level": level, "control": control.held}
-        if not control.held:
-            return Claim("threshold", f"no verdict: {untrained(label, control)}; {text}", None, values)
-        return Claim("threshold", text, m is not None and m >= level, values)
-
-    def below(self, worse: str, better: str, N: int, control: Claim) -> Claim:
-        """`worse` falls short of `better` at N: their 95% intervals do not overlap (worse's upper
-        end below better's lower end). No verdict where worse's control failed (it did not train
-        here, so falling short says nothing about N)."""
-        mw, _, hw = self.interval(worse, N)
-        mb, lb, _ = self.interval(better, N)
-        text = (f"N={N}: {worse} below {better}: {pct(mw)} (upper end {pct(hw)}) vs {pct(mb)} "
-                f"(lower end {pct(lb)})")
-        values = {"N": N, worse: mw, better: mb, "upper": hw, "lower": lb, "control": control.held}
-        if not control.held:
-            return Claim("ordering", f"no verdict: {untrained(worse, control)}; {text}", None, values)
-        if hw is None or lb is None:
-            return Claim("ordering", f"no verdict (fewer than 2 seeds): {text}", None, values)
-        return Claim("ordering", text, hw < lb, values)
-
-    def versus(self, s: SizeScale, tf: str, recurrent: tuple[str, ...], variant: str = "") -> list[Claim]:
-        """A Transformer against recurrent arms under the fair protocol: each arm's positive control
-        at the shortest length; at the longest, `tf` above the best trivial baseline (of the task
-        variant `variant`) and each recurrent arm below `tf` (intervals over seeds; no verdict for
-        an arm whose control failed: falling short at the longest length would say nothing about
-        the length). In that order: the controls (`tf` first), the baseline claim, then one `below`
-        per recurrent arm."""
-        lo, hi = min(s.Ns), max(s.Ns)
-        controls = {lab: self.control(lab, lo) for lab in (tf, *recurrent)}
-        return [*controls.values(), self.beats_baseline(tf, hi, controls[tf], variant),
-                *(self.below(lab, tf, hi, controls[lab]) for lab in recurrent)]
-
     def table(self, summary: Summary) -> list[dict]:
         """One row per cell; a task's extra test sets add a column each, test_acc[NAME]."""
         names = sorted({n for c in summary.data["cells"] for n in c.get("extra_acc") or {}})
@@ -472,7 +400,3 @@ def trivial_baselines(task) -> dict[str, float]:
     if key not in _BASELINES:
         _BASELINES[key] = task.trivial_baselines(BASELINE_SIZE, torch.Generator().manual_seed(BASELINE_SEED))
     return dict(_BASELINES[key])
-
-
-def pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"

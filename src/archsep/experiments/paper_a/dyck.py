@@ -53,7 +53,8 @@ class DyckFig2(SizeExperiment):
         """Each arm's positive control at the shortest length; each recogniser above the best
         trivial baseline (the type-blind depth counter) at the longest; the fixed-width one-layer
         Transformer below the LSTM there, which says something only if it learned at the shortest
-        and a two-layer Transformer learned at the longest."""
+        and a two-layer Transformer learned at the longest; each recogniser reading bracket types
+        at both lengths (`reads`: the type-swapped negatives, which the depth counter accepts)."""
         lo, hi = min(s.Ns), max(s.Ns)
         recognisers = [lab for lab in self.recognisers if lab in s.labels()]  # the scale's
         controls = {lab: self.control(lab, lo) for lab in (*recognisers, "TF-(1,64)")}
@@ -67,4 +68,8 @@ class DyckFig2(SizeExperiment):
         gate = Claim("control", f"{one.text}; and a Transformer trains at N={hi}: {two.text}",
                      bool(one.held and two.held), {"TF-(1,64)": one.held, "TF-(2,64)": two.held})
         out.append(self.below("TF-(1,64)", "LSTM-64", hi, gate))
+        # the depth counter (the best trivial baseline) is blind to bracket types: on the
+        # type-swapped negatives it scores 0%, so each recogniser is read on them too
+        out += [self.reads(lab, N, controls[lab], "type-swaps", "reads bracket types", "a type-blind depth counter")
+                for lab in recognisers for N in (lo, hi)]
         return out

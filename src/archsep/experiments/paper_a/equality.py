@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...results import Claim
 from ..base import EXPERIMENTS
-from ..size import CONTROL, NOT_FAIR_FULL, SizeExperiment, SizeScale, lstm, mamba, pct, tf
+from ..size import NOT_FAIR_FULL, SizeExperiment, SizeScale, lstm, mamba, pct, tf
 
 VARIANTS = (("eq-random", {"variant": "eq-random"}), ("eq-one", {"variant": "eq-one"}))
 
@@ -48,30 +48,10 @@ class EqualityFig4(SizeExperiment):
                                  {"N": hi, "TF-(2,64)": t, f"LSTM-{w}": l_}))
         return out
 
-    def reads_order(self, label: str, N: int, control: Claim, level: float = CONTROL) -> Claim:
-        """`label` decides equality by reading the order, not by counting symbols: its mean
-        accuracy reaches `level` on the ordinary test set (half positives) and on the same-counts
-        negatives (b a reordering of a: counting accepts all of them, 0%), each with its 95%
-        interval. The ordinary set is needed too: a model that answers "unequal" to everything
-        scores 100% on the same-counts set. No verdict where `label`'s control failed."""
-        m, lo_m, _ = self.interval(label, N)
-        p = getattr(self, "extra", {}).get((label, N, "same-counts"))
-        sm, slo = (p["mean"], p["ci"][0]) if p else (None, None)
-        text = (f"N={N}: {label} reads the order (>= {pct(level)} on the test set and on the same-counts negatives, "
-                f"where counting symbols scores 0%): {pct(m)} (lower end {pct(lo_m)}) and {pct(sm)} (lower end "
-                f"{pct(slo)})")
-        values = {"label": label, "N": N, "mean": m, "same_counts": sm, "same_counts_lower": slo, "level": level,
-                  "control": control.held}
-        if not control.held:
-            return Claim("order", f"no verdict: {label} did not train here ({control.text}); {text}", None, values)
-        if m is None or sm is None:
-            return Claim("order", f"no verdict (no same-counts test set): {text}", None, values)
-        return Claim("order", text, m >= level and sm >= level, values)
-
     def fair_claims(self, s: SizeScale) -> list[Claim]:
         """eq-random: each arm's control at the shortest length; at the longest, TF-(2,64) above the
         best trivial baseline (counting symbols) and LSTM-64 below TF-(2,64) (`versus`); each arm
-        reading the order at both lengths (`reads_order`: the same-counts negatives). eq-one:
+        reading the order at both lengths (`reads`: the same-counts negatives). eq-one:
         every arm's control, and every arm doing well (the control's level) at the longest
         length. Counting symbols is exact on eq-one, so that claim is the paper's "every model
         does well", not a separation."""
@@ -79,7 +59,8 @@ class EqualityFig4(SizeExperiment):
         names = s.labels()
         tf_, rest = names[0], tuple(f"{n} [eq-random]" for n in names[1:])
         out = self.versus(s, f"{tf_} [eq-random]", rest, "eq-random")
-        out += [self.reads_order(f"{lab} [eq-random]", N, out[i]) for i, lab in enumerate(names) for N in (lo, hi)]
+        out += [self.reads(f"{lab} [eq-random]", N, out[i], "same-counts", "reads the order", "counting symbols")
+                for i, lab in enumerate(names) for N in (lo, hi)]
         controls = {lab: self.control(f"{lab} [eq-one]", lo) for lab in names}
         out += list(controls.values())
         out += [self.reaches(f"{lab} [eq-one]", hi, controls[lab]) for lab in names]
