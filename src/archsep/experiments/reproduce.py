@@ -3,6 +3,7 @@ Writes OUT/archsep.db (every run), runs.csv, summary.json, the figures and summa
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from ..results import Summary
 from ..runs.launch import Launch
 from ..runs.executors import default_workers
 from ..runs.runner import launch_runs
-from ..runs.search import run_search
+from ..runs.search import OUTCOME, outcome, run_search
 from ..store import DB_NAME, open_store
 from ..reporting.tables import write_csv
 from .base import EXPERIMENTS, Experiment, write_json
@@ -150,6 +151,7 @@ def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None
     # every run's memory is checked before OUT and its store are created
     t0 = time.perf_counter()
     if sweep.search is not None:  # a search scale: its rungs, then the analysis replays it over the store
+        # (OUT/search.json is then the whole search's outcome, every length, not only --at's)
         if train:
             run_search(sweep, launch)
         results = stored_all(out_dir)
@@ -175,4 +177,6 @@ def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None
     d["figures"] = [p.name for p in drawn]
     write_json(out_dir / "summary.json", d)
     atomic_write(out_dir / "summary.txt", exp.summary_text(summary) + "\n", "out", allow=OWNED)
+    if (walked := getattr(summary, "walk", None)) is not None:  # a search: the whole of it, as the store has it
+        atomic_write(out_dir / OUTCOME, json.dumps(outcome(*walked), indent=1, sort_keys=True) + "\n", "out")
     return summary
