@@ -16,6 +16,10 @@ each counted once however often it runs, as a reader follows it once):
 Only calls made before the first row is committed (`Store.add`) and the commit itself count:
 "from reproduce to the store". Prints the counts and, with `--edges`, every stop in order.
 
+It also counts the **spine**: the stops whose both ends were on the call stack when the run's row
+was committed (`Store.add`), i.e. the path a reader follows from the command to the commit
+without the side trips (checks, helpers, planning) that return before it.
+
     .venv/bin/python benchmarks/walk.py [--edges]
 """
 from __future__ import annotations
@@ -56,6 +60,7 @@ def main() -> int:
     edges: dict[tuple[str, str, str, str], bool] = {}  # (caller file, caller fn, callee file, callee fn) -> returned
     stack: list[tuple[str, str]] = []
     done = [False]
+    spine: set[tuple[str, str]] = set()  # (file, function) on the stack at the commit
 
     def prof(frame, event, arg):
         if done[0]:
@@ -69,6 +74,8 @@ def main() -> int:
                 if caller is not None and caller[0] != f:
                     edges.setdefault((caller[0], caller[1], f, code.co_name), False)
             stack.append((f if mine else "", code.co_name))
+            if mine and f.endswith("store/db.py") and code.co_name == "add":
+                spine.update(s for s in stack if s[0])
         elif event == "return" and stack:
             me = stack.pop()
             caller = next((s for s in reversed(stack) if s[0]), None)
@@ -95,6 +102,13 @@ def main() -> int:
             print(f"{Path(e[0]).relative_to(PKG)}:{e[1]} -> {Path(e[2]).relative_to(PKG)}:{e[3]}{mark}")
     print(f"from `archsep reproduce` to the store: {len(stops)} stops in {len(files)} files, "
           f"{len(climbs)} climbs back up, {returns} returns")
+    on = [e for e in stops if (e[0], e[1]) in spine and (e[2], e[3]) in spine]
+    if a.edges:
+        print("the spine:")
+        for e in on:
+            print(f"  {Path(e[0]).relative_to(PKG)}:{e[1]} -> {Path(e[2]).relative_to(PKG)}:{e[3]}")
+    print(f"its spine (the calls on the stack at the commit): {len(on)} stops in {len({e[2] for e in on})} files, "
+          f"{sum(1 for e in on if e in climbs)} climbs back up")
     return 0
 
 
