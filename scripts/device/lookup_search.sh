@@ -6,8 +6,10 @@
 # the runs in flight; the next call (on this or another machine) starts from the runs brought home
 # (FROM=the jsonl, copied into the working tree). A promoted trial that finished on another machine
 # trains again from step 0 there (its kept end does not travel), to the same numbers.
+# SCALE=search-paper runs the paper's bounds for LSTM and DSS instead (AT=20 first: their controls).
 # Usage, on the device machine, from the repository root:
 #   AT=200 bash scripts/device/lookup_search.sh 480
+#   SCALE=search-paper AT=20 bash scripts/device/lookup_search.sh 480
 #   AT=200 FROM=ls200.jsonl bash scripts/device/lookup_search.sh 480    (a second call)
 # Everything it keeps goes under $OUT: the finished runs as jsonl (exported every minute), the log,
 # the summary when the search finished, the machine. Bring the runs home with
@@ -30,7 +32,7 @@ save() {
 if [ -n "${FROM:-}" ]; then
   $PY -m archsep import "$FROM" --out "$W/s" > "$OUT/import.log" 2>&1 || { cat "$OUT/import.log"; exit 1; }
 fi
-timeout "$T" $PY -m archsep reproduce lookup-fig2 --scale search --at "${AT:-200}" --device "$DEV" \
+timeout "$T" $PY -m archsep reproduce lookup-fig2 --scale "${SCALE:-search}" --at "${AT:-200}" --device "$DEV" \
   --workers "${WORKERS:-2}" --no-progress --out "$W/s" > "$OUT/search.log" 2>&1 &
 P=$!
 n=0
