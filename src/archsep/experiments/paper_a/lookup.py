@@ -8,14 +8,9 @@ from ..size import NOT_FAIR_FULL, SizeExperiment, SizeScale, dss, linear_tf, lst
 from ..size_search import SearchScale
 
 
-# "the paper's search" (issue 52; docs/paper_a.md): the five recurrent families paper A runs on
-# index lookup, each its best of 12 trials over lr x layers x width x positions within the paper's
-# bounds (layers <= 6, width <= 256; here <= 4 and <= 128 on 2 cores), rungs of 1k, 4k and 16k steps
-# keeping a quarter, chosen on validation; TF-(1,64) at the paper's size. The cpu scale's protocol
-# otherwise. docs/results/lookup-search-n20/sweep.toml is this file at N = 20 (the same run ids).
-SEARCH = """
-name = "lookup-fig2-search"
-seeds = 3
+# what both searches below share: the task at N = 20 (the grid sets N), the search's training
+# settings, and the Transformer at the paper's size, not searched
+_SHARED = """seeds = 3
 [base]
 task = "index-lookup"
 task_params = { N = 20 }
@@ -26,7 +21,15 @@ label = "TF-(1,64)"
 arch = "tf-preln"
 model_params = { layers = 1, heads = 1, positions = "learned", causal = true, width = 64 }
 train = { lr = 0.001 }
-[[arms]]
+"""
+# "the paper's search" (issue 52; docs/paper_a.md): the five recurrent families paper A runs on
+# index lookup, each its best of 12 trials over lr x layers x width x positions within the paper's
+# bounds (layers <= 6, width <= 256; here <= 4 and <= 128 on 2 cores), rungs of 1k, 4k and 16k steps
+# keeping a quarter, chosen on validation; TF-(1,64) at the paper's size. The cpu scale's protocol
+# otherwise. docs/results/lookup-search-n20/sweep.toml is this file at N = 20 (the same run ids).
+SEARCH = """
+name = "lookup-fig2-search"
+""" + _SHARED + """[[arms]]
 label = "LSTM"
 arch = "lstm"
 [[arms]]
@@ -69,18 +72,7 @@ seed = 0
 # (same config, same id), so a store holding that search reuses it. Meant for a GPU (--dry-run)
 SEARCH_PAPER = """
 name = "lookup-fig2-search-paper"
-seeds = 3
-[base]
-task = "index-lookup"
-task_params = { N = 20 }
-train = { weight_decay = 0.0, threshold = 0.01000000000100001, eval_every = 250, eval_size = 1000, \
-eval_mode = "every", keep_best = true, test_size = 2000 }
-[[arms]]
-label = "TF-(1,64)"
-arch = "tf-preln"
-model_params = { layers = 1, heads = 1, positions = "learned", causal = true, width = 64 }
-train = { lr = 0.001 }
-[[arms]]
+""" + _SHARED + """[[arms]]
 label = "LSTM"
 arch = "lstm"
 [[arms]]
