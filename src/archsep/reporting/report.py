@@ -267,7 +267,9 @@ def run_width(config: dict) -> Any:
 
 
 def verdict(c: dict) -> str:
-    if c["held"] is None or c.get("blocked"):
+    """A claim's verdict from its `held` (a separation's already weighs its censoring: `blocked`
+    says only why its exponents were not compared, not that nothing could be said)."""
+    if c["held"] is None:
         return "no verdict"
     return "held" if c["held"] else "did not hold"
 
