@@ -6,12 +6,16 @@ interval of the test accuracy), `self.extra` ((label, N, extra set) -> the same 
 `self.best_trivial` ((variant, N) -> accuracy) are set from the summary's data first."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..results import Claim
 
-if TYPE_CHECKING:
-    from .size import SizeScale
+
+class _Lengths(Protocol):
+    """What the claims read of a scale (`size.SizeScale`): its lengths."""
+
+    @property
+    def Ns(self) -> tuple[int, ...]: ...
 
 CONTROL = 0.95  # a positive control: mean test accuracy at least this where theory says the arm can learn
 
@@ -85,7 +89,7 @@ class SizeClaims:
             return Claim("ordering", f"no verdict (fewer than 2 seeds): {text}", None, values)
         return Claim("ordering", text, hw < lb, values)
 
-    def versus(self, s: SizeScale, tf: str, recurrent: tuple[str, ...], variant: str = "") -> list[Claim]:
+    def versus(self, s: _Lengths, tf: str, recurrent: tuple[str, ...], variant: str = "") -> list[Claim]:
         """A Transformer against recurrent arms under the fair protocol: each arm's positive control
         at the shortest length; at the longest, `tf` above the best trivial baseline (of the task
         variant `variant`) and each recurrent arm below `tf` (intervals over seeds; no verdict for
