@@ -16,14 +16,11 @@ replaced by the stack's GELU MLP (a simplification, stated).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import nn
 
-from ...tasks.base import TaskSpec
-from ..base import ModelConfig
-from .stack import Mixer, MixerStack, check_positions, check_widths
+from .stack import Mixer, MixerConfig
 from ..registry import MODELS
 
 CHUNK = 16
@@ -109,31 +106,16 @@ class TimeMix(Mixer):
         return self.out(r * y), state
 
 
-class RWKV(MixerStack):
-    def __init__(self, cfg: RWKVConfig, spec: TaskSpec):
-        super().__init__(cfg, spec, [TimeMix(cfg.width) for _ in range(cfg.layers)])
-        self.cfg = cfg
-
-
 @MODELS.register("rwkv")
 @dataclass(frozen=True)
-class RWKVConfig(ModelConfig):
+class RWKVConfig(MixerConfig):
     """RWKV-4's time mixing: the WKV recurrence (per-channel decay and bonus, token shift,
     receptance gate) as the mixer of `layers` pre-LN blocks of width `width`, each with a GELU
     MLP of width `mlp_width` (default 4*width) in place of RWKV's channel mixing; positions:
     learned | sinusoidal | none added to the embedding (none, as in RWKV)."""
 
-    layers: int = 2
-    width: int = 64
-    mlp_width: int | None = None
-    positions: Literal["learned", "sinusoidal", "none"] = "none"
-
-    def __post_init__(self) -> None:
-        check_widths(self)
-        check_positions(self)
-
     def short_name(self) -> str:
         return f"RWKV-({self.layers},{self.width})"
 
-    def build(self, spec: TaskSpec) -> RWKV:
-        return RWKV(self, spec)
+    def mixer(self, layer: int) -> TimeMix:
+        return TimeMix(self.width)

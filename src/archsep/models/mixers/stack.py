@@ -107,6 +107,7 @@ class Block(nn.Module):
 class MixerStack(SeqModel):
     def __init__(self, cfg: StackConfig, spec: TaskSpec, mixers: list[Mixer]):
         super().__init__()
+        self.cfg = cfg  # every model keeps its config (a MixerConfig's stack too)
         width = cfg.width
         self.max_len, self.width, self.layers = spec.seq_len, width, cfg.layers
         self.embed = input_layer(spec, width)
