@@ -33,10 +33,8 @@ def stopped(r: RunResult, patience: int, steps: int) -> tuple[RunResult, int]:
         else:
             since += 1
         before_hit = r.samples is None or r.status != "ok" or samples < r.samples
-        if since >= patience and samples < steps * bs and before_hit:
-            ok = r.status == "ok" and r.samples is not None and r.samples <= samples
-            return dataclasses.replace(r, status="ok" if ok else "censored",
-                                       samples=r.samples if ok else samples, best_metric=best[0],
+        if since >= patience and samples < steps * bs and before_hit:  # stopped short of the threshold
+            return dataclasses.replace(r, status="censored", samples=samples, best_metric=best[0],
                                        best_samples=best[1]), samples // bs
     return r, (r.samples // bs if r.samples and r.status == "ok" else steps)
 

@@ -32,6 +32,7 @@ import argparse
 import csv
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,14 +68,16 @@ class CsvRun:
 
 
 def csv_runs(path: Path) -> list[CsvRun]:
-    """Figure 3's runs from its runs.csv (columns arch, N, q, samples, censored, status)."""
+    """Figure 3's runs from its runs.csv (columns arch, N, q, seed, samples, censored, status,
+    run_id)."""
     out = []
     with open(path, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
             status = row["status"] or ("censored" if row.get("censored") == "True" else "ok")
             samples = int(float(row["samples"])) if row.get("samples") not in (None, "") else None
-            out.append(CsvRun({"label": row["arch"], "arch": row["arch"],
-                               "task_params": {"q": int(row["q"]), "N": int(row["N"])}}, samples, status))
+            out.append(CsvRun({"label": row["arch"], "arch": row["arch"], "seed": int(row["seed"]),
+                               "task_params": {"q": int(row["q"]), "N": int(row["N"])}}, samples, status,
+                              {"run_id": row["run_id"]}))
     return out
 
 
@@ -99,14 +102,8 @@ def fig3_runs(folder: Path, data: dict) -> list[RunResult]:
     """Figure 3's runs from its runs.csv, as the analysis reads them (label, q in the N slot of
     the points, seed, samples, status), with the budget, threshold and test size of its summary."""
     train = {k: data[k] for k in ("budget", "threshold", "eval_size") if data.get(k) is not None}
-    out = []
-    for r in csv_runs(folder / "runs.csv"):
-        config = {**r.config, "seed": 0, "train": train}
-        out.append(RunResult("", config, r.status, r.samples, 0, None, None))  # type: ignore[arg-type]
-    with open(folder / "runs.csv", newline="", encoding="utf-8") as f:
-        for res, row in zip(out, csv.DictReader(f)):
-            res.run_id, res.config["seed"] = row["run_id"], int(row["seed"])
-    return out
+    return [RunResult(r.extra["run_id"], {**r.config, "train": train}, r.status, r.samples, 0,  # type: ignore[arg-type]
+                      None, None) for r in csv_runs(folder / "runs.csv")]
 
 
 RUNS_OF = {"atlas": atlas_runs, "qstr-fig3": fig3_runs}  # presets whose claims --claims makes again from runs.csv
@@ -115,31 +112,34 @@ RUNS_OF = {"atlas": atlas_runs, "qstr-fig3": fig3_runs}  # presets whose claims 
 def reanalysed(folder: Path, summary: Summary) -> list[tuple[str, str, str]]:
     """The claims (and the atlas's table) made again from the runs of runs.csv (`RUNS_OF`) by
     the current analysis, in place in `summary`; returns the claims whose verdict changed or that
-    are new (was, now, text; matched by position where the counts agree, else by `_claim_key`),
-    also recorded under the summary's `recomputed`."""
+    are new (was, now, text; `earlier_verdicts` matches them), also recorded under the summary's
+    `recomputed`."""
     exp = PRESETS.get(summary.experiment)()
     new = exp.analyze(RUNS_OF[summary.experiment](folder, summary.data), summary.scale)
-    was = [c.verdict for c in summary.claims]
-    if len(was) == len(new.claims):  # the same claims in the same order
-        changed = [(w, c.verdict, c.text) for w, c in zip(was, new.claims) if w != c.verdict]
-    else:  # claims added: matched by kind and words
-        old = {_claim_key(c): c.verdict for c in summary.claims}
-        changed = [(old.get(_claim_key(c), "-"), c.verdict, c.text) for c in new.claims
-                   if old.get(_claim_key(c)) != c.verdict]
+    old_claims = summary.claims
+    changed = [(w, c.verdict, c.text) for w, c in zip(earlier_verdicts(old_claims, new.claims), new.claims)
+               if w != c.verdict]
     keep = {k: summary.data[k] for k in ("runs_wall_s", "n_runs", "pending") if k in summary.data}
     summary.data = {**summary.data, **new.data, **keep, "recomputed": {
         "by": "scripts/redraw_figures.py --text --claims (the analysis made again from runs.csv)",
-        "verdicts_changed": len(changed), "claims": len(was),
+        "verdicts_changed": len(changed), "claims": len(old_claims),
         "changes": [{"was": w, "now": n, "claim": ":".join(t.split(":")[:2])} for w, n, t in changed]}}
     summary.claims = new.claims
     return changed
 
 
-def _claim_key(c: Claim) -> tuple[str, str]:
-    """A claim's identity across two analyses: its kind and its words up to the first colon
-    (their numbers follow it), less a prefix naming the threshold's standing."""
-    text = c.text.split("(no retrieval needed): ", 1)[-1]
-    return c.kind, text.split(":", 1)[0]
+def earlier_verdicts(old: list[Claim], new: list[Claim]) -> list[str]:
+    """For each claim of `new`, the verdict of the same claim in `old` ("-" where `old` lacks
+    it). A claim is matched by its kind and its place among that kind's claims: their texts carry
+    numbers that change, and a preset makes its claims in a fixed order."""
+    def keys(claims: list[Claim]) -> Iterator[tuple[str, int]]:
+        seen: dict[str, int] = {}
+        for c in claims:
+            seen[c.kind] = seen.get(c.kind, -1) + 1
+            yield c.kind, seen[c.kind]
+
+    before = dict(zip(keys(old), (c.verdict for c in old)))
+    return [before.get(k, "-") for k in keys(new)]
 
 
 def load(folder: Path) -> Summary:
@@ -189,11 +189,11 @@ def rewrite_text(folder: Path, drawn: list[Path], claims: bool = False) -> list[
     if claims and summary.experiment in RUNS_OF:
         changed = reanalysed(folder, summary)
     elif claims and isinstance(exp, SizeExperiment):
-        was = [c.verdict for c in summary.claims]
-        old = {(c.text, c.verdict) for c in summary.claims}
+        old = summary.claims
         summary.claims = exp.claims_of(summary.data, summary.scale)
-        changed = [(was[i] if i < len(was) else "-", c.verdict, c.text) for i, c in enumerate(summary.claims)
-                   if (c.text, c.verdict) not in old]
+        texts = {(c.text, c.verdict) for c in old}
+        changed = [(w, c.verdict, c.text) for w, c in zip(earlier_verdicts(old, summary.claims), summary.claims)
+                   if (c.text, c.verdict) not in texts]
     old_txt = (folder / "summary.txt").read_text(encoding="utf-8")
     mark = old_txt.split("\n", 1)[0] + "\n" if old_txt.startswith("# ") else ""
     d = summary.to_dict()

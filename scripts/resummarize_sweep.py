@@ -50,7 +50,7 @@ def replace_block(text: str, new: str) -> str:
     m = re.search(r"^[ \t]*separations \(.*?(?:\n[ \t]*\n|\Z)", text, flags=re.S | re.M)
     if not m:
         return text.rstrip("\n") + "\n\n" + new
-    tail = "\n" if m.group(0).endswith("\n\n") or re.search(r"\n[ \t]*\n$", m.group(0)) else ""
+    tail = "\n" if re.search(r"\n[ \t]*\n$", m.group(0)) else ""  # the blank line that ended the block
     return text[:m.start()] + new + tail + text[m.end():]
 
 

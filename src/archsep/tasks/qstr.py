@@ -143,8 +143,10 @@ class QSTR(Task):
         """Every index tuple a position can ask for (M, q), each equally likely: [N]^q, or the
         ordered tuples of distinct indices without repetition."""
         every = torch.cartesian_prod(*[torch.arange(self.N)] * self.q).reshape(-1, self.q)
-        return every if self.replace else every[torch.stack([every[:, i] != every[:, j] for i in range(self.q)
-                                                            for j in range(i)] or [every[:, 0] >= 0]).all(0)]
+        if self.replace:
+            return every
+        equal = (every[:, :, None] == every[:, None, :]).sum((1, 2))  # q where every index is distinct
+        return every[equal == self.q]
 
     def pointer_blind_mse(self, n: int, generator: torch.Generator) -> float:
         """Test MSE on `n` prompts of the best predictor that ignores the index tuples: E[y_i | x]
