@@ -77,7 +77,7 @@ def csv_runs(path: Path) -> list[CsvRun]:
             samples = int(float(row["samples"])) if row.get("samples") not in (None, "") else None
             out.append(CsvRun({"label": row["arch"], "arch": row["arch"], "seed": int(row["seed"]),
                                "task_params": {"q": int(row["q"]), "N": int(row["N"])}}, samples, status,
-                              {"run_id": row["run_id"]}))
+                              {"run_id": row.get("run_id", "")}))
     return out
 
 
