@@ -85,6 +85,36 @@ def test_the_price_of_a_search_counts_every_rung_at_its_worst_and_nothing_alread
     assert not (tmp_path / "o").exists()  # a dry run makes nothing
 
 
+def test_the_expected_price_counts_the_trials_that_go_on_at_the_rungs_average(monkeypatch):
+    """Beside the worst case, a central estimate: at each rung the promoted trials cost the
+    rung's average trial; the winners' other seeds an average trial each. With a known cost per
+    run (steps x layers x 1/lr, here), both prices are computed by hand."""
+    from archsep.runs import cost
+
+    def run_seconds(cfg, steps):
+        return steps * cfg.model_params.get("layers", 1) * 1e-3 / cfg.train.lr, 0.0
+
+    monkeypatch.setattr(cost, "run_seconds", run_seconds)
+    monkeypatch.setattr(cost, "step_costs", lambda *a, **k: None)
+    search = sw.parse(search_toml()).search
+    est = price(search, 2, set())
+    worst = expected = 0.0
+    for c, cell in enumerate(search.cells):
+        if not cell.searched:  # the Transformer: both seeds, as declared
+            expected += sum(run_seconds(search.config(c, 0, None, s), 160)[0] for s in search.seeds)
+            continue
+        for r, (steps, n, prev) in enumerate(zip((40, 80, 160), (4, 2, 1), (0, 40, 80))):
+            each = sorted((run_seconds(search.config(c, t, r), steps - prev)[0] for t in range(4)), reverse=True)
+            worst += sum(each[:n])
+            expected += n * sum(each) / 4
+        each = [run_seconds(search.config(c, t, None, 1), 160)[0] for t in range(4)]
+        worst += max(each)
+        expected += sum(each) / 4
+    tf = est["arms"]["TF"]["cpu_s"]
+    assert est["cpu_core_s"] - tf == pytest.approx(worst) and est["expected_core_s"] == pytest.approx(expected)
+    assert est["expected_core_s"] < est["cpu_core_s"] and est["expected_wall_s"] == pytest.approx(expected / 2)
+
+
 def _rows(db) -> int:
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.2)

@@ -104,9 +104,11 @@ def table(out: dict[str, Any]) -> str:
 # --- its price ---------------------------------------------------------------------------------
 def price(search: Search, workers: int, finished: set[str]) -> dict[str, Any]:
     """The whole search's cost at its worst: at each rung the trials that go on are the most
-    expensive ones, none stops early, every winner trains every seed. Runs finished in the store
-    (`finished`) cost nothing; a promoted trial costs its steps after the rung before.
-    Rungs run one after another: the wall time is each rung's, over `workers`, summed."""
+    expensive ones, none stops early, every winner trains every seed. Beside it the expected
+    cost (`expected_core_s`, `expected_wall_s`): the trials that go on cost the rung's average
+    trial, as when promotion does not depend on a trial's size; still none stops early. Runs
+    finished in the store (`finished`) cost nothing; a promoted trial costs its steps after the
+    rung before. Rungs run one after another: the wall time is each rung's, over `workers`, summed."""
     from .cost import run_seconds, step_costs
 
     cells = search.cells
@@ -116,39 +118,42 @@ def price(search: Search, workers: int, finished: set[str]) -> dict[str, Any]:
     def cost(cfg: RunConfig, steps: int) -> tuple[float, float]:
         return (0.0, 0.0) if cfg.run_id in finished else run_seconds(cfg, steps)
 
+    def wall(cpu: float, longest: float) -> float:
+        return max(cpu / max(1, workers), longest)
+
     per_arm: dict[str, dict[str, float]] = {}
-    walls, gpu_total, prev = [], 0.0, 0
-    for r, (steps, n) in enumerate(zip(search.steps, search.schedule())):
-        rung_cpu, longest = 0.0, 0.0
+    walls, mean_walls, mean_core, gpu_total = [], [], 0.0, 0.0
+    stages = [(r, steps - prev_steps, n) for r, (steps, n, prev_steps)
+              in enumerate(zip(search.steps, search.schedule(), [0, *search.steps[:-1]]))]
+    for r, steps, n in [*stages, (None, search.steps[-1], 0)]:  # the rungs, then the winners' other seeds
+        rung_cpu, rung_mean, longest = 0.0, 0.0, 0.0
         for c, cell in enumerate(cells):
-            if not cell.searched:
+            if r is not None and not cell.searched:
                 continue
-            costs = sorted((cost(search.config(c, t, r), steps - prev) for t in range(len(cell.flats))),
-                           reverse=True)[:n]
             arm = per_arm.setdefault(cell.label, {"cpu_s": 0.0, "gpu_s": 0.0, "runs": 0})
+            if r is None:  # the first seed's winner is a trial
+                seeds = search.seeds[1:] if cell.searched else search.seeds
+                costs_by = [[cost(search.config(c, t, None, s), steps) for t in range(len(cell.flats))]
+                            for s in seeds]
+                costs = [max(x) for x in costs_by]
+                mean = sum(sum(x for x, _ in row) / len(row) for row in costs_by)
+            else:
+                every = [cost(search.config(c, t, r), steps) for t in range(len(cell.flats))]
+                costs = sorted(every, reverse=True)[:n]
+                mean = n * sum(x for x, _ in every) / len(every)
             arm["cpu_s"] += sum(x for x, _ in costs)
             arm["gpu_s"] += sum(g for _, g in costs)
-            arm["runs"] += n
+            arm["runs"] += len(costs)
             rung_cpu += sum(x for x, _ in costs)
+            rung_mean += mean
             gpu_total += sum(g for _, g in costs)
             longest = max([longest] + [x for x, _ in costs])
-        walls.append(max(rung_cpu / max(1, workers), longest))
-        prev = steps
-    last_cpu, longest = 0.0, 0.0
-    for c, cell in enumerate(cells):
-        arm = per_arm.setdefault(cell.label, {"cpu_s": 0.0, "gpu_s": 0.0, "runs": 0})
-        seeds = search.seeds[1:] if cell.searched else search.seeds  # the first seed's winner is a trial
-        for s in seeds:
-            x, g = max(cost(search.config(c, t, None, s), search.steps[-1]) for t in range(len(cell.flats)))
-            arm["cpu_s"] += x
-            arm["gpu_s"] += g
-            arm["runs"] += 1
-            last_cpu += x
-            gpu_total += g
-            longest = max(longest, x)
-    walls.append(max(last_cpu / max(1, workers), longest))
+        walls.append(wall(rung_cpu, longest))
+        mean_walls.append(rung_mean / max(1, workers))
+        mean_core += rung_mean
     return {"arms": per_arm, "schedule": search.schedule(), "steps": list(search.steps),
             "cpu_core_s": sum(a["cpu_s"] for a in per_arm.values()), "cpu_wall_s": sum(walls),
+            "expected_core_s": mean_core, "expected_wall_s": sum(mean_walls),
             "gpu_s": gpu_total, "workers": workers}
 
 
@@ -167,4 +172,7 @@ def price_report(name: str, search: Search, est: dict[str, Any]) -> str:
         lines.append(f"  {lab:<{w}}{a['runs']:>6}{hms(a['cpu_s']):>15}{hms(a['gpu_s']):>10}")
     lines.append(f"  total: on this machine about {hms(est['cpu_wall_s'])} with {est['workers']} worker(s), rung after "
                  f"rung ({hms(est['cpu_core_s'])} of one core); on {GPU['name']} about {hms(est['gpu_s'])}")
+    lines.append(f"  expected: about {hms(est['expected_wall_s'])} with {est['workers']} worker(s) "
+                 f"({hms(est['expected_core_s'])} of one core), where the trials that go on cost the rung's "
+                 "average trial (still none stopping early)")
     return "\n".join(lines)
