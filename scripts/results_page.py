@@ -1,5 +1,6 @@
-"""Write docs/results/README.md, the index of the committed results, from their summary.json,
-runs.csv and PROVENANCE files (`archsep.reporting.results_page`); `--check` writes nothing and
+"""Write docs/results/README.md, the index of the committed results, and the generated blocks of
+the README and docs/paper_a.md (paper A's claims by protocol), from their summary.json, runs.csv
+and PROVENANCE files (`archsep.reporting.results_page`); `--check` writes nothing and
 exits 1 when the committed page differs from a fresh rendering.
 
     .venv/bin/python scripts/results_page.py [--check] [--root docs/results]
@@ -10,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from archsep.reporting.results_page import PAGE, render, write
+from archsep.reporting.results_page import PAGE, render, stale_docs, write
 
 ROOT = Path(__file__).resolve().parents[1] / "docs" / "results"
 
@@ -24,7 +25,10 @@ def main() -> int:
         page = a.root / PAGE
         same = page.is_file() and page.read_text() == render(a.root)
         print(f"{page}: {'up to date' if same else 'differs from its files: run scripts/results_page.py'}")
-        return 0 if same else 1
+        stale = stale_docs(a.root)
+        for doc in stale:
+            print(f"{doc}: its generated block differs from {a.root}'s files: run scripts/results_page.py")
+        return 0 if same and not stale else 1
     print(f"wrote {write(a.root)}")
     return 0
 

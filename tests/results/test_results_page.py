@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from archsep.reporting.results_page import PAGE, render, verdict
+from archsep.reporting.results_page import BEGIN, END, PAGE, render, stale_docs, verdict, versus_claims, with_block
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
@@ -76,6 +76,41 @@ def test_a_former_folder_is_marked_and_a_verdict_is_read_from_held_when_older_su
     assert "| [lookup-fig2-cpu/former](lookup-fig2-cpu/former/) | `lookup-fig2` | cpu | former |" in page
     assert [verdict({"held": True}), verdict({"held": False}), verdict({"held": None})] == \
         ["held", "did not hold", "no verdict"]
+
+
+def test_the_readme_and_paper_a_blocks_are_what_the_committed_summaries_render():
+    assert stale_docs(RESULTS) == [], "a generated block is stale: run .venv/bin/python scripts/results_page.py"
+    for doc in ("README.md", "docs/paper_a.md"):
+        assert BEGIN.split(":")[0] in (ROOT / doc).read_text()
+
+
+def test_the_protocol_blocks_list_each_transformer_vs_recurrent_claim_with_its_verdict(tmp_path):
+    folder = _tiny(tmp_path)
+    d = json.loads((folder / "summary.json").read_text())
+    d["claims"][2].update(text="[same size] no verdict: LSTM-64 did not train here (control: x); N=100: LSTM-64 below "
+                               "TF-(1,64): 25.0% (upper end 30.0%) vs 95.0% (lower end 90.0%)",
+                          values={"N": 100, "LSTM-64": 0.25, "TF-(1,64)": 0.95, "protocol": "same size"})
+    d["claims"] += [  # a Transformer on both sides, and a claim with no protocol: neither is listed
+        {"kind": "ordering", "text": "N=100: TF-(1,64) below TF-(2,64): 1.0% vs 2.0%", "held": True,
+         "values": {"protocol": "same size"}},
+        {"kind": "ordering", "text": "N=100: LSTM-64 below TF-(1,64): 1.0% vs 2.0%", "held": True, "values": {}},
+        {"kind": "ordering", "text": "[the paper's search] N=50: TF-(1,64) below LSTM: 90.0% (upper end 95.0%) vs "
+                                     "99.0% (lower end 98.0%)", "held": False,
+         "values": {"N": 50, "LSTM": 0.99, "TF-(1,64)": 0.9, "protocol": "the paper's search"}}]
+    (folder / "summary.json").write_text(json.dumps(d))
+    got = versus_claims(tmp_path)
+    assert [(c["protocol"], c["N"], c["worse"], c["better"], c["verdict"], c["why"]) for c in got] == [
+        ("same size", 100, "LSTM-64", "TF-(1,64)", "no verdict", "LSTM-64 did not train here (control: x)"),
+        ("the paper's search", 50, "TF-(1,64)", "LSTM", "did not hold", "")]
+    doc = "docs/paper_a.md"
+    text = with_block(f"before\n{BEGIN.format('protocol-claims')}\nSTALE ROW\n{END.format('protocol-claims')}\nafter\n",
+                      tmp_path, doc)
+    assert text.startswith("before\n") and text.endswith("after\n") and "STALE ROW" not in text
+    assert "| same size | 100 | LSTM-64 below TF-(1,64) | no verdict | 25.0% vs 95.0% |" in text
+    assert "| the paper's search | 50 | TF-(1,64) below LSTM | did not hold | 90.0% vs 99.0% |  |" in text
+    counts = with_block(f"{BEGIN.format('protocol-counts')}\n{END.format('protocol-counts')}", tmp_path, "README.md")
+    assert "| [lookup-fig2-cpu](docs/results/lookup-fig2-cpu/) | same size | 1 | 0 | 0 | 1 |" in counts
+    assert with_block("no block here", tmp_path, doc) == "no block here"
 
 
 NUMBER = re.compile(r"(?<![\w.\-])(\d+\.\d+%?|\d+%)")
