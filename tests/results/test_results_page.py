@@ -96,12 +96,17 @@ def test_the_protocol_blocks_list_each_transformer_vs_recurrent_claim_with_its_v
         {"kind": "ordering", "text": "N=100: LSTM-64 below TF-(1,64): 1.0% vs 2.0%", "held": True, "values": {}},
         {"kind": "ordering", "text": "[the paper's search] N=50: TF-(1,64) below LSTM: 90.0% (upper end 95.0%) vs "
                                      "99.0% (lower end 98.0%)", "held": False,
-         "values": {"N": 50, "LSTM": 0.99, "TF-(1,64)": 0.9, "protocol": "the paper's search"}}]
+         "values": {"N": 50, "LSTM": 0.99, "TF-(1,64)": 0.9, "protocol": "the paper's search"}},
+        {"kind": "ordering", "held": None, "values": {"protocol": "same size"},  # a quoted control before the claim
+         "text": "[same size] no verdict: a control did not hold (and a Transformer trains at N=100: N=100: TF-(2,64) "
+                 "above the baseline (95.2%): mean 51.9%); N=100: TF-(1,64) below Mamba-64: 51.3% vs 98.9%"}]
     (folder / "summary.json").write_text(json.dumps(d))
     got = versus_claims(tmp_path)
     assert [(c["protocol"], c["N"], c["worse"], c["better"], c["verdict"], c["why"]) for c in got] == [
         ("same size", 100, "LSTM-64", "TF-(1,64)", "no verdict", "LSTM-64 did not train here (control: x)"),
-        ("the paper's search", 50, "TF-(1,64)", "LSTM", "did not hold", "")]
+        ("the paper's search", 50, "TF-(1,64)", "LSTM", "did not hold", ""),
+        ("same size", 100, "TF-(1,64)", "Mamba-64", "no verdict", "a control did not hold (and a Transformer trains at "
+         "N=100: N=100: TF-(2,64) above the baseline (95.2%): mean 51.9%)")]
     doc = "docs/paper_a.md"
     text = with_block(f"before\n{BEGIN.format('protocol-claims')}\nSTALE ROW\n{END.format('protocol-claims')}\nafter\n",
                       tmp_path, doc)
@@ -109,7 +114,7 @@ def test_the_protocol_blocks_list_each_transformer_vs_recurrent_claim_with_its_v
     assert "| same size | 100 | LSTM-64 below TF-(1,64) | no verdict | 25.0% vs 95.0% |" in text
     assert "| the paper's search | 50 | TF-(1,64) below LSTM | did not hold | 90.0% vs 99.0% |  |" in text
     counts = with_block(f"{BEGIN.format('protocol-counts')}\n{END.format('protocol-counts')}", tmp_path, "README.md")
-    assert "| [lookup-fig2-cpu](docs/results/lookup-fig2-cpu/) | same size | 1 | 0 | 0 | 1 |" in counts
+    assert "| [lookup-fig2-cpu](docs/results/lookup-fig2-cpu/) | same size | 2 | 0 | 0 | 2 |" in counts
     assert with_block("no block here", tmp_path, doc) == "no block here"
 
 
