@@ -33,7 +33,7 @@ def _without_time(out: dict) -> dict:
 def test_a_search_promotes_by_validation_and_its_promoted_trials_go_on_from_their_ends(tmp_path):
     s = sw.parse(search_toml())
     out = run_search(s, Launch(tmp_path, workers=1, progress=False).check())
-    assert json.loads((tmp_path / OUTCOME).read_text()) == json.loads(json.dumps(out))
+    assert not (tmp_path / OUTCOME).exists()  # written once, by its caller (the CLI's is read below)
     assert not (tmp_path / "checkpoints").exists()  # every end removed once the search is done
     search = s.search
     with open_store(tmp_path) as st:

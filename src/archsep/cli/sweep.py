@@ -139,7 +139,7 @@ def _search(s, a: argparse.Namespace, launch, out: Path) -> int:
     """A sweep file with a [search]: its price (--dry-run), or the search, rung after rung."""
     import dataclasses
 
-    from ..runs.search import run_search, table
+    from ..runs.search import run_search, save_outcome, table
 
     if a.dry_run:
         first = s.configs
@@ -152,6 +152,7 @@ def _search(s, a: argparse.Namespace, launch, out: Path) -> int:
         print_search_price(s, out, a.workers)
         return 0
     result = run_search(s, dataclasses.replace(launch, out=out))
+    save_outcome(out, result)
     print(f"{s.name}: search done in {out} ({out / 'search.json'}):")
     for line in table(result).splitlines():
         print(printable(line))

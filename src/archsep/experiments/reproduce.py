@@ -3,7 +3,6 @@ Writes OUT/archsep.db (every run), runs.csv, summary.json, the figures and summa
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from ..results import Summary
 from ..runs.launch import Launch
 from ..runs.executors import default_workers
 from ..runs.runner import launch_runs
-from ..runs.search import OUTCOME, outcome, run_search
+from ..runs.search import outcome, run_search, save_outcome
 from ..store import DB_NAME, open_store
 from ..reporting.tables import write_csv
 from .base import EXPERIMENTS, Experiment, write_json
@@ -178,5 +177,5 @@ def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None
     write_json(out_dir / "summary.json", d)
     atomic_write(out_dir / "summary.txt", exp.summary_text(summary) + "\n", "out", allow=OWNED)
     if (walked := getattr(summary, "walk", None)) is not None:  # a search: the whole of it, as the store has it
-        atomic_write(out_dir / OUTCOME, json.dumps(outcome(*walked), indent=1, sort_keys=True) + "\n", "out")
+        save_outcome(out_dir, outcome(*walked))
     return summary

@@ -6,7 +6,7 @@ executor allows; the promotions read only the store's results, which are the sam
 pool and on Ray, so the trials, promotions and winners are too. Killed, the same command goes on:
 the finished runs of every rung are in the store, a run cut short goes on from its checkpoint,
 and a promoted trial from its end at the rung before (kept in OUT/checkpoints/ends until the
-search no longer needs it). What the search found is written to OUT/search.json (`outcome`).
+search no longer needs it). What the search found goes to OUT/search.json (`outcome`, `save_outcome`).
 """
 from __future__ import annotations
 
@@ -42,9 +42,9 @@ def _rung_sweep(sweep: Sweep, what: str, configs: Sequence[RunConfig]) -> Sweep:
 
 
 def run_search(sweep: Sweep, launch: Launch) -> dict[str, Any]:
-    """Run `sweep`'s search into `launch.out` and return its outcome (also OUT/search.json with
-    an output directory): per cell, every trial's result at each rung it reached, the promotions,
-    and the winner with its runs at every seed."""
+    """Run `sweep`'s search into `launch.out` and return its outcome: per cell, every trial's
+    result at each rung it reached, the promotions, and the winner with its runs at every seed
+    (the caller writes it, `save_outcome`: `archsep sweep` this one, a preset the whole search)."""
     search = sweep.search
     assert search is not None
     launch = dataclasses.replace(launch, ends=True)
@@ -63,10 +63,12 @@ def run_search(sweep: Sweep, launch: Launch) -> dict[str, Any]:
     w = walk(search, fetch, done)
     if ck is not None:
         tidy(ck)
-    out = outcome(search, w)
-    if launch.out is not None:
-        atomic_write(Path(launch.out) / OUTCOME, json.dumps(out, indent=1, sort_keys=True) + "\n", field="out")
-    return out
+    return outcome(search, w)
+
+
+def save_outcome(out: Path, found: dict[str, Any]) -> Path:
+    """Write a search's outcome to OUT/search.json (a replace, never through a link)."""
+    return atomic_write(Path(out) / OUTCOME, json.dumps(found, indent=1, sort_keys=True) + "\n", field="out")
 
 
 def outcome(search: Search, w: Walk) -> dict[str, Any]:
