@@ -15,27 +15,34 @@ from __future__ import annotations
 
 import typing
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import nn
 
-from ...errors import check
+from ...errors import ArchsepError, check
 from ...tasks.base import TaskSpec
-from ..base import ModelConfig
 from ..ops import causal_conv
-from .stack import Mixer, MixerStack, check_positions, check_widths
+from .stack import Mixer, MixerConfig, MixerStack
 from ..registry import MODELS
 
 
 def check_conv(cfg: typing.Any) -> None:
-    """The checks of a long-convolution stack's config (baseconv, hyena): widths, `kernel` >= 1
-    or None (the task's length), `short` >= 1, positions."""
-    check_widths(cfg)
+    """The checks of a long-convolution stack's config (baseconv, hyena) beside MixerConfig's:
+    `kernel` >= 1 or None (the task's length), `short` >= 1."""
     check(cfg.kernel is None or cfg.kernel >= 1, "kernel", f"must be >= 1 (None: the task's length), "
                                                            f"got {cfg.kernel}")
     check(cfg.short >= 1, "short", f"must be >= 1, got {cfg.short}")
-    check_positions(cfg)
+
+
+def conv_kernel(cfg: typing.Any, seq_len: int | None) -> int:
+    """The taps of a long-convolution mixer's filter: `kernel`, or when it is None the task's
+    length `seq_len`, which `build(spec)` passes and `mixer(layer)` alone does not know."""
+    if cfg.kernel is not None:
+        return cfg.kernel
+    if seq_len is None:
+        raise ArchsepError.at("kernel", "None (the task's length) needs the task: build(spec) passes its length; "
+                                        "mixer(layer) alone needs kernel set")
+    return seq_len
 
 
 class GatedConv(Mixer):
@@ -75,35 +82,28 @@ class GatedConv(Mixer):
         return self.out(self.g(h) * y), {"x": xs[:, 1:], "u": us}
 
 
-class BaseConv(MixerStack):
-    def __init__(self, cfg: BaseConvConfig, spec: TaskSpec):
-        kernel = cfg.kernel or spec.seq_len
-        mixers: list[Mixer] = [GatedConv(cfg.width, kernel, cfg.short) for _ in range(cfg.layers)]
-        super().__init__(cfg, spec, mixers)
-        self.cfg = cfg
-
-
 @MODELS.register("baseconv")
 @dataclass(frozen=True)
-class BaseConvConfig(ModelConfig):
+class BaseConvConfig(MixerConfig):
     """BaseConv: a gated long convolution (an explicit filter of `kernel` taps per channel,
     default the task's whole length, after a short causal convolution of `short` taps) as the
     mixer of `layers` pre-LN blocks of width `width`, each with a GELU MLP of width `mlp_width`
     (default 4*width); positions: learned | sinusoidal | none added to the embedding (none: the
     convolution is position-aware)."""
 
-    layers: int = 2
-    width: int = 64
     kernel: int | None = None
     short: int = 3
-    mlp_width: int | None = None
-    positions: Literal["learned", "sinusoidal", "none"] = "none"
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # layers, width, mlp_width, positions
         check_conv(self)
 
     def short_name(self) -> str:
         return f"BaseConv-({self.layers},{self.width})"
 
-    def build(self, spec: TaskSpec) -> BaseConv:
-        return BaseConv(self, spec)
+    def mixer(self, layer: int, seq_len: int | None = None) -> GatedConv:
+        """Layer `layer`'s mixer, its filter of `kernel` taps (None: `seq_len`, the task's length)."""
+        return GatedConv(self.width, conv_kernel(self, seq_len), self.short)
+
+    def build(self, spec: TaskSpec) -> MixerStack:  # MixerConfig's, with the task's length for kernel None
+        return MixerStack(self, spec, [self.mixer(i, spec.seq_len) for i in range(self.layers)])

@@ -28,13 +28,10 @@ width (the window's keys and values).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from ...errors import check
-from ...tasks.base import TaskSpec
-from ..base import ModelConfig
 from .linear_attention import LinearAttention, check_feature_dim
-from .stack import Mixer, MixerStack, check_positions, check_stack
+from .stack import Mixer, MixerConfig, check_stack
 from ..registry import MODELS
 from .swa import LocalAttention
 
@@ -44,36 +41,23 @@ def is_window_layer(i: int, window_every: int) -> bool:
     return (i + 1) % window_every == 0
 
 
-class Based(MixerStack):
-    def __init__(self, cfg: BasedConfig, spec: TaskSpec):
-        mixers: list[Mixer] = [
-            LocalAttention(cfg.width, cfg.heads, cfg.window, cfg.rope) if is_window_layer(i, cfg.window_every)
-            else LinearAttention(cfg.width, cfg.heads, "taylor", cfg.feature_dim)
-            for i in range(cfg.layers)]
-        super().__init__(cfg, spec, mixers)
-        self.cfg = cfg
-
-
 @MODELS.register("based")
 @dataclass(frozen=True)
-class BasedConfig(ModelConfig):
+class BasedConfig(MixerConfig):
     """Based: Taylor linear attention (q, k projected to `feature_dim` per head; None: the head
     width) alternating with sliding-window softmax attention over the last `window` positions
     (every `window_every`-th layer; rotary q and k when `rope`), `heads` heads, in `layers` pre-LN
     blocks of width `width`, each followed by a GELU MLP of width `mlp_width` (default 4*width);
     absolute positions (`positions`: learned | sinusoidal | none) added to the embedding."""
 
-    layers: int = 2
-    width: int = 64
     heads: int = 4
-    mlp_width: int | None = None
     feature_dim: int | None = 16
     window: int = 64
     window_every: int = 2
     rope: bool = True
-    positions: Literal["learned", "sinusoidal", "none"] = "none"
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # layers, width, mlp_width, positions
         check_stack(self)
         check_feature_dim(self.feature_dim)
         check(self.window >= 1, "window", f"must be >= 1, got {self.window}")
@@ -82,10 +66,11 @@ class BasedConfig(ModelConfig):
         has_window = self.layers >= self.window_every
         check(not (self.rope and has_window) or (self.width // self.heads) % 2 == 0, "rope",
               f"needs an even head width (width / heads), got {self.width // self.heads}")
-        check_positions(self)
 
     def short_name(self) -> str:
         return f"Based-({self.layers},{self.width})"
 
-    def build(self, spec: TaskSpec) -> Based:
-        return Based(self, spec)
+    def mixer(self, layer: int) -> Mixer:
+        if is_window_layer(layer, self.window_every):
+            return LocalAttention(self.width, self.heads, self.window, self.rope)
+        return LinearAttention(self.width, self.heads, "taylor", self.feature_dim)

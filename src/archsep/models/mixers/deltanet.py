@@ -35,17 +35,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ...errors import check
-from ...tasks.base import TaskSpec
-from ..base import ModelConfig
 from ..ops import gated_output
-from .stack import Mixer, MixerStack, check_positions, check_stack
+from .stack import Mixer, MixerConfig, check_stack
 from ..registry import MODELS
 
 CHUNK = 16
@@ -138,35 +135,24 @@ class DeltaRule(Mixer):
         return self._output(h, y.flatten(1)), {"S": S}
 
 
-class DeltaNet(MixerStack):
-    def __init__(self, cfg: DeltaNetConfig, spec: TaskSpec):
-        mixers: list[Mixer] = [DeltaRule(cfg.width, cfg.heads, cfg.gated) for _ in range(cfg.layers)]
-        super().__init__(cfg, spec, mixers)
-        self.cfg = cfg
-
-
 @MODELS.register("deltanet")
 @dataclass(frozen=True)
-class DeltaNetConfig(ModelConfig):
+class DeltaNetConfig(MixerConfig):
     """DeltaNet: delta-rule linear attention in `heads` heads (gated: Gated DeltaNet's decayed
     delta rule) as the mixer of `layers` pre-LN blocks of width `width`, each with a GELU MLP of
     width `mlp_width` (default 4*width); positions: learned | sinusoidal | none, added to the
     embedding."""
 
-    layers: int = 2
-    width: int = 64
     heads: int = 4
-    mlp_width: int | None = None
     gated: bool = False
-    positions: Literal["learned", "sinusoidal", "none"] = "none"
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # layers, width, mlp_width, positions
         check_stack(self)
         check(isinstance(self.gated, bool), "gated", f"must be true or false, got {self.gated!r}")
-        check_positions(self)
 
     def short_name(self) -> str:
         return f"{'GatedDeltaNet' if self.gated else 'DeltaNet'}-({self.layers},{self.width})"
 
-    def build(self, spec: TaskSpec) -> DeltaNet:
-        return DeltaNet(self, spec)
+    def mixer(self, layer: int) -> DeltaRule:
+        return DeltaRule(self.width, self.heads, self.gated)

@@ -28,17 +28,14 @@ State: per layer, one d x d matrix per head = layers * width^2 / heads floats.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ...errors import check
-from ...tasks.base import TaskSpec
-from ..base import ModelConfig
 from ..ops import gated_output
-from .stack import Mixer, MixerStack, check_positions, check_stack
+from .stack import Mixer, MixerConfig, check_stack
 from ..registry import MODELS
 
 CHUNK = 16
@@ -117,35 +114,24 @@ class GatedLinearAttention(Mixer):
         return self._output(h, y.flatten(1)), {"S": S}
 
 
-class GLA(MixerStack):
-    def __init__(self, cfg: GLAConfig, spec: TaskSpec):
-        mixers: list[Mixer] = [GatedLinearAttention(cfg.width, cfg.heads, cfg.tau) for _ in range(cfg.layers)]
-        super().__init__(cfg, spec, mixers)
-        self.cfg = cfg
-
-
 @MODELS.register("gla")
 @dataclass(frozen=True)
-class GLAConfig(ModelConfig):
+class GLAConfig(MixerConfig):
     """Gated linear attention (GLA): linear attention in `heads` heads whose state decays per key
     dimension by sigmoid(x W_a + b)^(1/tau), as the mixer of `layers` pre-LN blocks of width
     `width`, each with a GELU MLP of width `mlp_width` (default 4*width); positions: learned |
     sinusoidal | none, added to the embedding (none, as in the paper)."""
 
-    layers: int = 2
-    width: int = 64
     heads: int = 4
-    mlp_width: int | None = None
     tau: float = 16.0
-    positions: Literal["learned", "sinusoidal", "none"] = "none"
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # layers, width, mlp_width, positions
         check_stack(self)
         check(self.tau > 0, "tau", f"must be > 0 (the decay is sigmoid(.)^(1/tau)), got {self.tau}")
-        check_positions(self)
 
     def short_name(self) -> str:
         return f"GLA-({self.layers},{self.width})"
 
-    def build(self, spec: TaskSpec) -> GLA:
-        return GLA(self, spec)
+    def mixer(self, layer: int) -> GatedLinearAttention:
+        return GatedLinearAttention(self.width, self.heads, self.tau)

@@ -27,16 +27,13 @@ d x d x d_state complex modes).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import nn
 
 from ...errors import check
-from ...tasks.base import TaskSpec
-from ..base import ModelConfig
 from ..ops import causal_conv, fft_conv
-from .stack import Mixer, MixerStack, check_positions, check_stack
+from .stack import Mixer, MixerConfig, check_stack
 from ..registry import MODELS
 from ..s4d import S4DKernel
 
@@ -94,42 +91,30 @@ class H3Mixer(Mixer):
         return self.out(o.reshape(B, -1)), {"k": ks[:, 1:], "s": torch.view_as_real(s)}
 
 
-class H3(MixerStack):
-    def __init__(self, cfg: H3Config, spec: TaskSpec):
-        mixers: list[Mixer] = [H3Mixer(cfg.width, cfg.heads, cfg.d_state, cfg.shift, cfg.dt_min, cfg.dt_max)
-                               for _ in range(cfg.layers)]
-        super().__init__(cfg, spec, mixers)
-        self.cfg = cfg
-
-
 @MODELS.register("h3")
 @dataclass(frozen=True)
-class H3Config(ModelConfig):
+class H3Config(MixerConfig):
     """H3: q ⊙ SSM_diag(SSM_shift(k) v^T) in `heads` heads (a shift SSM of `shift` taps on k, a
     diagonal S4D SSM of `d_state` complex modes per key channel, steps Δ log-uniform in [dt_min,
     dt_max]) as the mixer of `layers` pre-LN blocks of width `width`, each with a GELU MLP of
     width `mlp_width` (default 4*width); positions: learned | sinusoidal | none added to the
     embedding (none: the SSMs are position-aware)."""
 
-    layers: int = 2
-    width: int = 64
     heads: int = 8
     d_state: int = 16
     shift: int = 4
     dt_min: float = 0.001
     dt_max: float = 0.1
-    mlp_width: int | None = None
-    positions: Literal["learned", "sinusoidal", "none"] = "none"
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # layers, width, mlp_width, positions
         check_stack(self)
         check(self.d_state >= 1, "d_state", f"must be >= 1, got {self.d_state}")
         check(self.shift >= 1, "shift", f"must be >= 1, got {self.shift}")
         check(0 < self.dt_min <= self.dt_max, "dt_min", f"need 0 < dt_min <= dt_max, got {self.dt_min}, {self.dt_max}")
-        check_positions(self)
 
     def short_name(self) -> str:
         return f"H3-({self.layers},{self.width})"
 
-    def build(self, spec: TaskSpec) -> H3:
-        return H3(self, spec)
+    def mixer(self, layer: int) -> H3Mixer:
+        return H3Mixer(self.width, self.heads, self.d_state, self.shift, self.dt_min, self.dt_max)

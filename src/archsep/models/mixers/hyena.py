@@ -28,17 +28,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import nn
 
 from ...errors import check
 from ...tasks.base import TaskSpec
-from ..base import ModelConfig
 from ..ops import causal_conv, fft_conv
-from .baseconv import check_conv
-from .stack import Mixer, MixerStack
+from .baseconv import check_conv, conv_kernel
+from .stack import Mixer, MixerConfig, MixerStack
 from ..registry import MODELS
 
 BANDS = 4  # frequencies of the filters' positional encoding
@@ -110,18 +108,9 @@ class HyenaOperator(Mixer):
         return self.out(y), {"x": xs[:, 1:], "v": vs[:, 1:], "z": zs[:, 1:]}
 
 
-class Hyena(MixerStack):
-    def __init__(self, cfg: HyenaConfig, spec: TaskSpec):
-        kernel = cfg.kernel or spec.seq_len
-        mixers: list[Mixer] = [HyenaOperator(cfg.width, kernel, cfg.short, cfg.filter_width)
-                               for _ in range(cfg.layers)]
-        super().__init__(cfg, spec, mixers)
-        self.cfg = cfg
-
-
 @MODELS.register("hyena")
 @dataclass(frozen=True)
-class HyenaConfig(ModelConfig):
+class HyenaConfig(MixerConfig):
     """Hyena: the order-2 Hyena operator y = x2 ⊙ (h2 ⊛ (x1 ⊙ (h1 ⊛ v))) (v, x1, x2 projections
     after a short causal convolution of `short` taps, implicit long filters h1, h2 of `kernel`
     taps, default the task's length, made by a sine MLP of width `filter_width` over the tap's
@@ -129,20 +118,21 @@ class HyenaConfig(ModelConfig):
     `width`, each with a GELU MLP of width `mlp_width` (default 4*width); positions: learned |
     sinusoidal | none added to the embedding (none: the convolutions are position-aware)."""
 
-    layers: int = 2
-    width: int = 64
     kernel: int | None = None
     short: int = 3
     filter_width: int = 16
-    mlp_width: int | None = None
-    positions: Literal["learned", "sinusoidal", "none"] = "none"
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # layers, width, mlp_width, positions
         check_conv(self)
         check(self.filter_width >= 1, "filter_width", f"must be >= 1, got {self.filter_width}")
 
     def short_name(self) -> str:
         return f"Hyena-({self.layers},{self.width})"
 
-    def build(self, spec: TaskSpec) -> Hyena:
-        return Hyena(self, spec)
+    def mixer(self, layer: int, seq_len: int | None = None) -> HyenaOperator:
+        """Layer `layer`'s mixer, its filters of `kernel` taps (None: `seq_len`, the task's length)."""
+        return HyenaOperator(self.width, conv_kernel(self, seq_len), self.short, self.filter_width)
+
+    def build(self, spec: TaskSpec) -> MixerStack:  # MixerConfig's, with the task's length for kernel None
+        return MixerStack(self, spec, [self.mixer(i, spec.seq_len) for i in range(self.layers)])

@@ -36,9 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...errors import check
-from ...tasks.base import TaskSpec
-from ..base import ModelConfig
-from .stack import Mixer, MixerStack, check_positions, check_stack
+from .stack import Mixer, MixerConfig, check_stack
 from ..registry import MODELS
 
 
@@ -124,29 +122,18 @@ def check_feature_dim(feature_dim: int | None) -> None:
     check(feature_dim is None or feature_dim >= 1, "feature_dim", f"must be >= 1, got {feature_dim}")
 
 
-class LinearTransformer(MixerStack):
-    def __init__(self, cfg: LinearTransformerConfig, spec: TaskSpec):
-        mixers: list[Mixer] = [LinearAttention(cfg.width, cfg.heads, cfg.feature, cfg.feature_dim)
-                               for _ in range(cfg.layers)]
-        super().__init__(cfg, spec, mixers)
-        self.cfg = cfg
-
-
 @MODELS.register("linear-tf")
 @dataclass(frozen=True)
-class LinearTransformerConfig(ModelConfig):
+class LinearTransformerConfig(MixerConfig):
     """Causal linear-attention Transformer: linear attention in `heads` heads (feature map elu1 =
     elu(x)+1, relu, or taylor: Based's 2nd-order Taylor expansion of exp) as the mixer of
     `layers` pre-LN blocks of width `width`, each with a GELU MLP of width `mlp_width` (default
     4*width); q and k projected to `feature_dim` per head before the map (default None: the head
     width); positions: learned | sinusoidal | none, added to the embedding."""
 
-    layers: int = 2
-    width: int = 64
     heads: int = 4
-    mlp_width: int | None = None
     feature: Literal["elu1", "relu", "taylor"] = "elu1"
-    positions: Literal["learned", "sinusoidal", "none"] = "learned"
+    positions: Literal["learned", "sinusoidal", "none"] = "learned"  # MixerConfig's field, its own default
     feature_dim: int | None = None
 
     def params(self) -> dict:
@@ -158,13 +145,13 @@ class LinearTransformerConfig(ModelConfig):
         return d
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # layers, width, mlp_width, positions
         check_stack(self)
         check(self.feature in FEATURES, "feature", f"must be one of {', '.join(FEATURES)}, got {self.feature!r}")
         check_feature_dim(self.feature_dim)
-        check_positions(self)
 
     def short_name(self) -> str:
         return f"LinTF-({self.layers},{self.width})"
 
-    def build(self, spec: TaskSpec) -> LinearTransformer:
-        return LinearTransformer(self, spec)
+    def mixer(self, layer: int) -> LinearAttention:
+        return LinearAttention(self.width, self.heads, self.feature, self.feature_dim)

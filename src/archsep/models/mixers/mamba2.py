@@ -34,17 +34,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ...errors import check
-from ...tasks.base import TaskSpec
-from ..base import ModelConfig
 from ..ops import RMSNorm
-from .stack import Mixer, MixerStack, check_positions
+from .stack import Mixer, MixerConfig
 from ..registry import MODELS
 
 CHUNK = 32
@@ -148,17 +145,9 @@ class SSD(Mixer):
         return self._output(y.flatten(1), z), {"conv": window[..., 1:], "h": S}
 
 
-class Mamba2(MixerStack):
-    def __init__(self, cfg: Mamba2Config, spec: TaskSpec):
-        mixers: list[Mixer] = [SSD(cfg.width, cfg.heads, cfg.d_state, cfg.expand, cfg.d_conv, cfg.groups, cfg.dt_min,
-                                   cfg.dt_max) for _ in range(cfg.layers)]
-        super().__init__(cfg, spec, mixers)
-        self.cfg = cfg
-
-
 @MODELS.register("mamba2")
 @dataclass(frozen=True)
-class Mamba2Config(ModelConfig):
+class Mamba2Config(MixerConfig):
     """Mamba-2 (SSD): a selective SSM with one scalar decay per head (inner width expand*width in
     `heads` heads, B and C of d_state entries shared by the heads of each of `groups` groups, a
     causal depthwise conv of width d_conv, dt initialised log-uniform in [dt_min, dt_max]) as the
@@ -166,8 +155,6 @@ class Mamba2Config(ModelConfig):
     `mlp_width` (default 4*width); positions: learned | sinusoidal | none, added to the
     embedding."""
 
-    layers: int = 2
-    width: int = 64
     heads: int = 4
     d_state: int = 16
     expand: int = 2
@@ -175,22 +162,20 @@ class Mamba2Config(ModelConfig):
     groups: int = 1
     dt_min: float = 0.001
     dt_max: float = 0.1
-    mlp_width: int | None = None
-    positions: Literal["learned", "sinusoidal", "none"] = "none"
 
     def __post_init__(self) -> None:
-        for name in ("layers", "width", "heads", "d_state", "expand", "d_conv", "groups"):
+        super().__post_init__()  # layers, width, mlp_width, positions
+        for name in ("heads", "d_state", "expand", "d_conv", "groups"):
             v = getattr(self, name)
             check(v >= 1, name, f"must be >= 1, got {v}")
         E = self.expand * self.width
         check(E % self.heads == 0, "heads", f"must divide the inner width expand*width = {E}, got {self.heads}")
         check(self.heads % self.groups == 0, "groups", f"must divide heads {self.heads}, got {self.groups}")
         check(0 < self.dt_min <= self.dt_max, "dt_min", f"need 0 < dt_min <= dt_max, got {self.dt_min}, {self.dt_max}")
-        check(self.mlp_width is None or self.mlp_width >= 1, "mlp_width", f"must be >= 1, got {self.mlp_width}")
-        check_positions(self)
 
     def short_name(self) -> str:
         return f"Mamba2-({self.layers},{self.width})"
 
-    def build(self, spec: TaskSpec) -> Mamba2:
-        return Mamba2(self, spec)
+    def mixer(self, layer: int) -> SSD:
+        return SSD(self.width, self.heads, self.d_state, self.expand, self.d_conv, self.groups, self.dt_min,
+                   self.dt_max)

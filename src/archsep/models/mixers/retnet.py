@@ -22,16 +22,13 @@ State: per layer, one d_head x d_head matrix per head = layers * width^2 / heads
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import nn
 
 from ...errors import check
-from ...tasks.base import TaskSpec
-from ..base import ModelConfig
 from ..ops import gated_output
-from .stack import Mixer, MixerStack, check_positions, check_stack
+from .stack import Mixer, MixerConfig, check_stack
 from ..registry import MODELS
 
 
@@ -109,37 +106,26 @@ class Retention(Mixer):
         return self._output(h, y.flatten(1)), {"S": S}
 
 
-class RetNet(MixerStack):
-    def __init__(self, cfg: RetNetConfig, spec: TaskSpec):
-        mixers: list[Mixer] = [Retention(cfg.width, cfg.heads, cfg.rotation) for _ in range(cfg.layers)]
-        super().__init__(cfg, spec, mixers)
-        self.cfg = cfg
-
-
 @MODELS.register("retnet")
 @dataclass(frozen=True)
-class RetNetConfig(ModelConfig):
+class RetNetConfig(MixerConfig):
     """RetNet: multi-scale retention (`heads` heads with decays 1 - 2^(-5-h)) as the mixer of
     `layers` pre-LN blocks of model width `width`, each with a GELU MLP of width `mlp_width`
     (default 4*width).
     rotation: the paper's relative rotation of q and k (needs an even width/heads);
     positions: absolute positions added to the embedding (learned | sinusoidal | none)."""
 
-    layers: int = 2
-    width: int = 64
     heads: int = 4
-    mlp_width: int | None = None
     rotation: bool = True
-    positions: Literal["learned", "sinusoidal", "none"] = "none"
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # layers, width, mlp_width, positions
         check_stack(self)
         check(not self.rotation or (self.width // self.heads) % 2 == 0, "rotation",
               f"needs an even head width, got width/heads = {self.width // self.heads} (or set rotation = false)")
-        check_positions(self)
 
     def short_name(self) -> str:
         return f"RetNet-({self.layers},{self.width})"
 
-    def build(self, spec: TaskSpec) -> RetNet:
-        return RetNet(self, spec)
+    def mixer(self, layer: int) -> Retention:
+        return Retention(self.width, self.heads, self.rotation)

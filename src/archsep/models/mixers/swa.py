@@ -15,17 +15,14 @@ embedding (`positions`). A pruned last block computes the last query against its
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ...errors import check
-from ...tasks.base import TaskSpec
 from ..attention import attend, rotate
-from ..base import ModelConfig
-from .stack import Mixer, MixerStack, check_positions, check_stack
+from .stack import Mixer, MixerConfig, check_stack
 from ..registry import MODELS
 
 def band_mask(Lq: int, L: int, window: int, device=None) -> torch.Tensor:
@@ -86,38 +83,27 @@ class LocalAttention(Mixer):
         return self.out(y[:, :, 0].flatten(1)), {"k": ks, "v": vs}
 
 
-class SlidingWindow(MixerStack):
-    def __init__(self, cfg: SlidingWindowConfig, spec: TaskSpec):
-        mixers: list[Mixer] = [LocalAttention(cfg.width, cfg.heads, cfg.window, cfg.rope) for _ in range(cfg.layers)]
-        super().__init__(cfg, spec, mixers)
-        self.cfg = cfg
-
-
 @MODELS.register("swa")
 @dataclass(frozen=True)
-class SlidingWindowConfig(ModelConfig):
+class SlidingWindowConfig(MixerConfig):
     """Sliding-window attention: causal softmax attention over the last `window` positions in
     `heads` heads, as the mixer of `layers` pre-LN blocks of width `width`, each with a GELU MLP
     of width `mlp_width` (default 4*width); rotary positions on q and k (`rope`) and/or absolute
     ones added to the embedding (`positions`: learned | sinusoidal | none)."""
 
-    layers: int = 2
-    width: int = 64
     heads: int = 4
     window: int = 16
-    mlp_width: int | None = None
     rope: bool = True
-    positions: Literal["learned", "sinusoidal", "none"] = "none"
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # layers, width, mlp_width, positions
         check_stack(self)
         check(self.window >= 1, "window", f"must be >= 1, got {self.window}")
         check(not self.rope or (self.width // self.heads) % 2 == 0, "rope",
               f"needs an even head width (width / heads), got {self.width // self.heads}")
-        check_positions(self)
 
     def short_name(self) -> str:
         return f"SWA-({self.layers},{self.width},w{self.window})"
 
-    def build(self, spec: TaskSpec) -> SlidingWindow:
-        return SlidingWindow(self, spec)
+    def mixer(self, layer: int) -> LocalAttention:
+        return LocalAttention(self.width, self.heads, self.window, self.rope)
