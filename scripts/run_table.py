@@ -1,29 +1,43 @@
-"""One line per run of a store (a calibration's summary.txt): label, N, the task parameters the
-runs differ in, lr, status, the step of the best checkpoint, best validation accuracy, test accuracy
-(of that checkpoint), wall time.
+"""One line per run of a store (a calibration's summary.txt): label, N, the task parameters and
+budgets the runs differ in, lr, status, the step of the best checkpoint, best validation accuracy,
+test accuracy (of that checkpoint), wall time; with `--curve K`, each run's validation accuracy at
+K evenly spaced evaluations under it (the learning curve a calibration is read from).
 
-    .venv/bin/python scripts/run_table.py OUT
+    .venv/bin/python scripts/run_table.py OUT [--curve 8]
 """
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 
 from archsep import load
 
 
-def main(out: str) -> int:
-    df = load(out)
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--curve", type=int, default=0, help="this many points of each run's validation curve")
+    a = ap.parse_args()
+    df = load(a.out)
     varied = [c for c in df.columns if c.startswith("task_params.") and c != "task_params.N"
               and df[c].astype(str).nunique() > 1]
-    df = df.sort_values(["label", "task_params.N", *varied, "train.lr"])
+    budgets = df["train.budget"].nunique() > 1
+    df = df.sort_values(["label", "task_params.N", *varied, "train.lr", "train.budget"])
     for _, r in df.iterrows():
-        best = int(r["best_samples"] or 0) // int(r["train.batch_size"])  # the step of the best checkpoint
+        bs = int(r["train.batch_size"])
+        best = int(r["best_samples"] or 0) // bs  # the step of the best checkpoint
         extra = "".join(f" {c.split('.', 1)[1]}={r[c]}" for c in varied)
+        extra += f" steps={int(r['train.budget']) // bs}" if budgets else ""
         print(f"{r['label']:<12} N={int(r['task_params.N']):<4}{extra} lr={r['train.lr']:<7g} {r['status']:<9} "
               f"best_step={best:>6} best_val_acc={1 - r['best_metric']:.3f} test_acc={1 - r['test_metric']:.3f} "
               f"wall={r['wall_s']:.0f}s")
+        if a.curve and isinstance(r.get("curve"), str):
+            curve = json.loads(r["curve"])  # [[samples, validation error], ...]
+            picks = sorted({round(i * (len(curve) - 1) / max(1, a.curve - 1)) for i in range(a.curve)})
+            print("    " + "  ".join(f"{curve[i][0] // bs}: {1 - curve[i][1]:.3f}" for i in picks))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main())
