@@ -11,7 +11,8 @@ speed issue tracks; and the share of a run's time its evaluations take.
   (`engine.planning.step_flops`: forward and backward; the LSTM's recurrence added, which the
   counter misses), their ratio (GFLOP/s) and that as a
   fraction of a 256x256 fp32 matmul's rate on this core (the floor a small step could reach);
-- the ratios TF-(2,64) / LSTM-64 at N = 400 and Mamba-64 / LSTM-64 at N = 200 (per step);
+- the ratios TF-(2,64) / LSTM-64 at N = 400, Mamba-64 / LSTM-64 at N = 200 and
+  Mamba-(2,64) / LSTM-(2,64) at N = 20 (per step; `--ratios` prints only these);
 - evaluation's share at N = 20: the time of one evaluation of 1000 held-out examples
   (forward only, the engine's chunks) against 250 training steps (the search's eval_every).
 """
@@ -100,23 +101,25 @@ def main() -> None:
     ap.add_argument("--Ns", type=int, nargs="+", default=[20, 50, 100])
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--ratios", action="store_true", help="only the step ratios the speed issue tracks")
     a = ap.parse_args()
     torch.set_num_threads(1)
     peak = matmul_gflops()
     print(f"one thread; a 256x256 fp32 matmul runs at {peak:.1f} GFLOP/s on this core (measured now)")
     print(f"{'N':>4} {'model':<14} {'ms/step':>8} {'GFLOP/step':>11} {'GFLOP/s':>8} {'of matmul':>10}")
-    for N in a.Ns:
+    for N in [] if a.ratios else a.Ns:
         cfgs = configs(N, (1, 2))
         times = time_steps(cfgs, a.steps, a.warmup)
         for k, c in cfgs.items():
             fl = flops(c)
             rate = fl / times[k] / 1e9
             print(f"{N:>4} {k:<14} {times[k] * 1e3:>8.1f} {fl / 1e9:>11.3f} {rate:>8.2f} {rate / peak:>10.2f}")
-    for N, (x, y) in ((400, ("TF-(2,64)", "LSTM-(1,64)")), (200, ("Mamba-(1,64)", "LSTM-(1,64)"))):
+    for N, (x, y) in ((400, ("TF-(2,64)", "LSTM-(1,64)")), (200, ("Mamba-(1,64)", "LSTM-(1,64)")),
+                      (20, ("Mamba-(2,64)", "LSTM-(2,64)"))):
         cf = configs(N, (1, 2))
         t = time_steps({x: cf[x], y: cf[y]}, 4, 1)
         print(f"step ratio at N = {N}: {x} / {y} = {t[x] / t[y]:.2f} ({t[x] * 1e3:.0f} / {t[y] * 1e3:.0f} ms)")
-    for k, c in configs(20, (1,)).items():
+    for k, c in [] if a.ratios else configs(20, (1,)).items():
         print(f"evaluation's share of a run at N = 20 (1000 examples every 250 steps), {k}: {eval_share(c):.1%}")
 
 
