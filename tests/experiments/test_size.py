@@ -557,6 +557,33 @@ def test_nn_cpu_is_one_protocol_with_one_curriculum_and_its_claims_can_fail():
     _assert_can_fail(exp, claims, "TF-(2,64)", 80, level="LSTM-64", dead="LSTM-64", dead_acc=0.6)
 
 
+def test_nn_state_judges_the_arm_short_of_state_and_leaves_the_one_with_room_without_a_verdict():
+    """nn-fig --scale state (the nn calibration's design): Mamba-16's 608 floats are short of the
+    labelled half at N = 80 (680 numbers), so "below TF-(2,64)" is a claim that can hold or fail
+    there; Mamba-64's 2432 floats hold it, so no verdict whatever its accuracy. One lr grid for all."""
+    exp = PRESETS.get("nn-fig")()
+    s = exp.state
+    assert s.unequal() == [] and s.seeds >= 3 and 3e-3 in s.lrs and s.curriculum
+    assert {c.train.lr for c in exp.plan("state", "cpu")} == set(s.lrs)
+
+    def claims(acc: dict) -> list:
+        return _cpu_claims(exp, lambda label, N: 0.99 if N == 20 or label == "TF-(2,64)" else 0.8, acc, "state")
+
+    good = claims({})
+    [m16] = [c for c in good if c.kind == "ordering" and "Mamba-16" in c.values]
+    [m64] = [c for c in good if c.kind == "ordering" and "Mamba-64" in c.values]
+    assert m16.held is True and m64.held is None and m64.values["state"] >= 680
+    [o] = [c for c in claims({("Mamba-16", 80): 0.99}) if c.kind == "ordering" and "Mamba-16" in c.values]
+    assert o.held is False  # as good as the Transformer: not below it
+    [o] = [c for c in claims({("Mamba-16", 20): 0.6}) if c.kind == "ordering" and "Mamba-16" in c.values]
+    assert o.held is None and "did not train" in o.text  # never learned: no verdict
+    base = next(b for b in exp.analyze(_fake_size_results(exp, "state", lambda lab, N: 0.9), "state").data["baselines"]
+                if b["N"] == 80)["best_acc"]
+    # the Transformer at the labelled majority (each seed's best of three rates is +0.002 here)
+    [b] = [c for c in claims({("TF-(2,64)", 80): base - 0.002}) if c.kind == "baseline"]
+    assert b.held is False
+
+
 def test_a_cell_with_no_finished_run_is_pending_not_an_error():
     """A long run's results so far (reproduce --finished-only): a cell none of whose runs has
     finished is counted as pending, apart from the cells whose runs failed."""
