@@ -13,7 +13,7 @@ state grows with N, like attention's KV cache; with a short K, a fixed-size stat
 """
 from __future__ import annotations
 
-import typing
+import abc
 from dataclasses import dataclass
 
 import torch
@@ -24,25 +24,6 @@ from ...tasks.base import TaskSpec
 from ..ops import causal_conv
 from .stack import Mixer, MixerConfig, MixerStack
 from ..registry import MODELS
-
-
-def check_conv(cfg: typing.Any) -> None:
-    """The checks of a long-convolution stack's config (baseconv, hyena) beside MixerConfig's:
-    `kernel` >= 1 or None (the task's length), `short` >= 1."""
-    check(cfg.kernel is None or cfg.kernel >= 1, "kernel", f"must be >= 1 (None: the task's length), "
-                                                           f"got {cfg.kernel}")
-    check(cfg.short >= 1, "short", f"must be >= 1, got {cfg.short}")
-
-
-def conv_kernel(cfg: typing.Any, seq_len: int | None) -> int:
-    """The taps of a long-convolution mixer's filter: `kernel`, or when it is None the task's
-    length `seq_len`, which `build(spec)` passes and `mixer(layer)` alone does not know."""
-    if cfg.kernel is not None:
-        return cfg.kernel
-    if seq_len is None:
-        raise ArchsepError.at("kernel", "None (the task's length) needs the task: build(spec) passes its length; "
-                                        "mixer(layer) alone needs kernel set")
-    return seq_len
 
 
 class GatedConv(Mixer):
@@ -82,28 +63,51 @@ class GatedConv(Mixer):
         return self.out(self.g(h) * y), {"x": xs[:, 1:], "u": us}
 
 
-@MODELS.register("baseconv")
 @dataclass(frozen=True)
-class BaseConvConfig(MixerConfig):
-    """BaseConv: a gated long convolution (an explicit filter of `kernel` taps per channel,
-    default the task's whole length, after a short causal convolution of `short` taps) as the
-    mixer of `layers` pre-LN blocks of width `width`, each with a GELU MLP of width `mlp_width`
-    (default 4*width); positions: learned | sinusoidal | none added to the embedding (none: the
-    convolution is position-aware)."""
+class LongConvConfig(MixerConfig):
+    """A long-convolution stack's config (baseconv, hyena): MixerConfig's fields, a filter of
+    `kernel` taps (None: the task's length, so `build` passes that length to `mixer`) and a
+    short causal convolution of `short` taps."""
 
     kernel: int | None = None
     short: int = 3
 
     def __post_init__(self) -> None:
         super().__post_init__()  # layers, width, mlp_width, positions
-        check_conv(self)
+        check(self.kernel is None or self.kernel >= 1, "kernel", f"must be >= 1 (None: the task's length), "
+                                                                 f"got {self.kernel}")
+        check(self.short >= 1, "short", f"must be >= 1, got {self.short}")
+
+    def taps(self, seq_len: int | None) -> int:
+        """The filter's taps: `kernel`, or when it is None the task's length `seq_len`, which
+        `build(spec)` passes and `mixer(layer)` alone does not know."""
+        if self.kernel is not None:
+            return self.kernel
+        if seq_len is None:
+            raise ArchsepError.at("kernel", "None (the task's length) needs the task: build(spec) passes its length; "
+                                            "mixer(layer) alone needs kernel set")
+        return seq_len
+
+    @abc.abstractmethod
+    def mixer(self, layer: int, seq_len: int | None = None) -> Mixer:
+        """Layer `layer`'s mixer, its filters of `taps(seq_len)` taps."""
+
+    def build(self, spec: TaskSpec) -> MixerStack:  # MixerConfig's, with the task's length for kernel None
+        return MixerStack(self, spec, [self.mixer(i, spec.seq_len) for i in range(self.layers)])
+
+
+@MODELS.register("baseconv")
+@dataclass(frozen=True)
+class BaseConvConfig(LongConvConfig):
+    """BaseConv: a gated long convolution (an explicit filter of `kernel` taps per channel,
+    default the task's whole length, after a short causal convolution of `short` taps) as the
+    mixer of `layers` pre-LN blocks of width `width`, each with a GELU MLP of width `mlp_width`
+    (default 4*width); positions: learned | sinusoidal | none added to the embedding (none: the
+    convolution is position-aware)."""
 
     def short_name(self) -> str:
         return f"BaseConv-({self.layers},{self.width})"
 
     def mixer(self, layer: int, seq_len: int | None = None) -> GatedConv:
         """Layer `layer`'s mixer, its filter of `kernel` taps (None: `seq_len`, the task's length)."""
-        return GatedConv(self.width, conv_kernel(self, seq_len), self.short)
-
-    def build(self, spec: TaskSpec) -> MixerStack:  # MixerConfig's, with the task's length for kernel None
-        return MixerStack(self, spec, [self.mixer(i, spec.seq_len) for i in range(self.layers)])
+        return GatedConv(self.width, self.taps(seq_len), self.short)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from ...errors import check
 from .linear_attention import LinearAttention, check_feature_dim
-from .stack import Mixer, MixerConfig, check_stack
+from .stack import Mixer, MixerConfig, check_heads
 from ..registry import MODELS
 from .swa import LocalAttention
 
@@ -58,7 +58,7 @@ class BasedConfig(MixerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # layers, width, mlp_width, positions
-        check_stack(self)
+        check_heads(self)
         check_feature_dim(self.feature_dim)
         check(self.window >= 1, "window", f"must be >= 1, got {self.window}")
         check(self.window_every >= 2, "window_every",

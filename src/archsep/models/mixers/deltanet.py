@@ -42,7 +42,7 @@ from torch import nn
 
 from ...errors import check
 from ..ops import gated_output
-from .stack import Mixer, MixerConfig, check_stack
+from .stack import Mixer, MixerConfig, check_heads
 from ..registry import MODELS
 
 CHUNK = 16
@@ -148,7 +148,7 @@ class DeltaNetConfig(MixerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # layers, width, mlp_width, positions
-        check_stack(self)
+        check_heads(self)
         check(isinstance(self.gated, bool), "gated", f"must be true or false, got {self.gated!r}")
 
     def short_name(self) -> str:

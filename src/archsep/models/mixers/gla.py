@@ -35,7 +35,7 @@ from torch import nn
 
 from ...errors import check
 from ..ops import gated_output
-from .stack import Mixer, MixerConfig, check_stack
+from .stack import Mixer, MixerConfig, check_heads
 from ..registry import MODELS
 
 CHUNK = 16
@@ -127,7 +127,7 @@ class GLAConfig(MixerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # layers, width, mlp_width, positions
-        check_stack(self)
+        check_heads(self)
         check(self.tau > 0, "tau", f"must be > 0 (the decay is sigmoid(.)^(1/tau)), got {self.tau}")
 
     def short_name(self) -> str:

@@ -33,7 +33,7 @@ from torch import nn
 
 from ...errors import check
 from ..ops import causal_conv, fft_conv
-from .stack import Mixer, MixerConfig, check_stack
+from .stack import Mixer, MixerConfig, check_heads
 from ..registry import MODELS
 from ..s4d import S4DKernel
 
@@ -108,7 +108,7 @@ class H3Config(MixerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # layers, width, mlp_width, positions
-        check_stack(self)
+        check_heads(self)
         check(self.d_state >= 1, "d_state", f"must be >= 1, got {self.d_state}")
         check(self.shift >= 1, "shift", f"must be >= 1, got {self.shift}")
         check(0 < self.dt_min <= self.dt_max, "dt_min", f"need 0 < dt_min <= dt_max, got {self.dt_min}, {self.dt_max}")

@@ -33,10 +33,9 @@ import torch
 from torch import nn
 
 from ...errors import check
-from ...tasks.base import TaskSpec
 from ..ops import causal_conv, fft_conv
-from .baseconv import check_conv, conv_kernel
-from .stack import Mixer, MixerConfig, MixerStack
+from .baseconv import LongConvConfig
+from .stack import Mixer
 from ..registry import MODELS
 
 BANDS = 4  # frequencies of the filters' positional encoding
@@ -110,7 +109,7 @@ class HyenaOperator(Mixer):
 
 @MODELS.register("hyena")
 @dataclass(frozen=True)
-class HyenaConfig(MixerConfig):
+class HyenaConfig(LongConvConfig):
     """Hyena: the order-2 Hyena operator y = x2 ⊙ (h2 ⊛ (x1 ⊙ (h1 ⊛ v))) (v, x1, x2 projections
     after a short causal convolution of `short` taps, implicit long filters h1, h2 of `kernel`
     taps, default the task's length, made by a sine MLP of width `filter_width` over the tap's
@@ -118,13 +117,10 @@ class HyenaConfig(MixerConfig):
     `width`, each with a GELU MLP of width `mlp_width` (default 4*width); positions: learned |
     sinusoidal | none added to the embedding (none: the convolutions are position-aware)."""
 
-    kernel: int | None = None
-    short: int = 3
     filter_width: int = 16
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # layers, width, mlp_width, positions
-        check_conv(self)
+        super().__post_init__()  # layers, width, mlp_width, positions, kernel, short
         check(self.filter_width >= 1, "filter_width", f"must be >= 1, got {self.filter_width}")
 
     def short_name(self) -> str:
@@ -132,7 +128,4 @@ class HyenaConfig(MixerConfig):
 
     def mixer(self, layer: int, seq_len: int | None = None) -> HyenaOperator:
         """Layer `layer`'s mixer, its filters of `kernel` taps (None: `seq_len`, the task's length)."""
-        return HyenaOperator(self.width, conv_kernel(self, seq_len), self.short, self.filter_width)
-
-    def build(self, spec: TaskSpec) -> MixerStack:  # MixerConfig's, with the task's length for kernel None
-        return MixerStack(self, spec, [self.mixer(i, spec.seq_len) for i in range(self.layers)])
+        return HyenaOperator(self.width, self.taps(seq_len), self.short, self.filter_width)

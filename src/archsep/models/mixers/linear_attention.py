@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...errors import check
-from .stack import Mixer, MixerConfig, check_stack
+from .stack import Mixer, MixerConfig, check_heads
 from ..registry import MODELS
 
 
@@ -146,7 +146,7 @@ class LinearTransformerConfig(MixerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # layers, width, mlp_width, positions
-        check_stack(self)
+        check_heads(self)
         check(self.feature in FEATURES, "feature", f"must be one of {', '.join(FEATURES)}, got {self.feature!r}")
         check_feature_dim(self.feature_dim)
 

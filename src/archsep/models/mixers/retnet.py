@@ -28,7 +28,7 @@ from torch import nn
 
 from ...errors import check
 from ..ops import gated_output
-from .stack import Mixer, MixerConfig, check_stack
+from .stack import Mixer, MixerConfig, check_heads
 from ..registry import MODELS
 
 
@@ -120,7 +120,7 @@ class RetNetConfig(MixerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # layers, width, mlp_width, positions
-        check_stack(self)
+        check_heads(self)
         check(not self.rotation or (self.width // self.heads) % 2 == 0, "rotation",
               f"needs an even head width, got width/heads = {self.width // self.heads} (or set rotation = false)")
 

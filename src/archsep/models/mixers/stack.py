@@ -18,8 +18,9 @@ mixer; `MixerStack`, the stack around a list of them; `MixerConfig`, a frozen co
 stack's fields (`layers`, `width`, `mlp_width`, `positions`) whose `build` stacks one
 `mixer(layer)` per layer, so a plugin mixer gets the built-ins' embedding, norms, MLP, positions and
 readout by defining `mixer` alone. The built-in mixers' configs are MixerConfigs too (a run id
-hashes a config's fields by name, not by their order); `baseconv` and `hyena` override `build`
-to pass the task's length to `mixer` (their default `kernel`, None, is that length).
+hashes a config's fields by name, not by their order); `baseconv` and `hyena` share a
+`LongConvConfig`, whose `build` passes the task's length to `mixer` (their default `kernel`,
+None, is that length).
 """
 from __future__ import annotations
 
@@ -37,11 +38,9 @@ from ..base import ModelConfig, SeqModel, input_layer
 from ..ops import check_positions, position_rows, set_positions
 
 
-def check_stack(cfg: typing.Any) -> None:
-    """The checks every mixer stack's config shares: layers, width and heads >= 1, heads dividing
-    the width, mlp_width >= 1 when set. A MixerConfig with heads runs it after `MixerConfig.__post_init__`,
-    then its own checks."""
-    check_widths(cfg)
+def check_heads(cfg: typing.Any) -> None:
+    """heads >= 1 and dividing the width: what a MixerConfig with heads checks after
+    `MixerConfig.__post_init__` (layers, width, mlp_width, positions), before its own fields."""
     check(cfg.heads >= 1, "heads", f"must be >= 1, got {cfg.heads}")
     check(cfg.width % cfg.heads == 0, "heads", f"must divide width {cfg.width}, got {cfg.heads}")
 

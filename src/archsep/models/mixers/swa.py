@@ -22,7 +22,7 @@ from torch import nn
 
 from ...errors import check
 from ..attention import attend, rotate
-from .stack import Mixer, MixerConfig, check_stack
+from .stack import Mixer, MixerConfig, check_heads
 from ..registry import MODELS
 
 def band_mask(Lq: int, L: int, window: int, device=None) -> torch.Tensor:
@@ -97,7 +97,7 @@ class SlidingWindowConfig(MixerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # layers, width, mlp_width, positions
-        check_stack(self)
+        check_heads(self)
         check(self.window >= 1, "window", f"must be >= 1, got {self.window}")
         check(not self.rope or (self.width // self.heads) % 2 == 0, "rope",
               f"needs an even head width (width / heads), got {self.width // self.heads}")
