@@ -2,8 +2,9 @@
 
 For each PRESET:SCALE:AT (one length of a size preset's search), prices the search as a dry run
 of an empty store would (`runs.search.price`: the worst case and the expected one, on `--workers`)
-and reads from STORE what its runs cost: every trial's latest run (its stored `wall_s` covers all
-its rungs) and the winners' other seeds, each run's own time. Also the steps the trials trained
+and reads from STORE what its runs cost (`experiments.size_search.search_cost`, as the preset's
+summary states it): every trial's latest run (its stored `wall_s` covers all its rungs) and the
+winners' other seeds, each run's own time. Also the steps the trials trained
 against training every trial to the last rung (the issue's "at most a third"). Reads a store and
 times step shapes (or reads them from the step-cost cache); trains nothing.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import argparse
 
 from archsep.experiments.plan import from_experiment
-from archsep.experiments.size_search import steps_trained
+from archsep.experiments.size_search import search_cost
 from archsep.runs.search import price
 from archsep.store import open_store
 from archsep.sweeps.search import replay
@@ -41,12 +42,10 @@ def main() -> None:
         if w.incomplete:
             print(f"{spec:<26} not finished in this store ({len(w.incomplete)} cell(s)): skipped")
             continue
-        trials = [r for by in w.latest.values() for r in by.values()]
-        ids = {r.run_id for r in trials}
-        measured = sum(r.wall_s for r in trials) + sum(r.wall_s for r in w.final.values() if r.run_id not in ids)
+        cost = search_cost(search, w)  # what the preset's summary states as its search_cost
+        measured = cost["trials_wall_s"] + cost["winners_wall_s"]
         est = price(search, a.workers, set())
-        steps = sum(steps_trained(r) for r in trials)
-        to_end = sum(len(search.cells[c].flats) for c in w.latest) * search.steps[-1]
+        steps, to_end = cost["trial_steps"], cost["every_trial_to_the_end"]
         h = 3600.0
         print(f"{spec:<26}{measured / h:>10.2f}{est['expected_core_s'] / h:>10.2f}"
               f"{measured / est['expected_core_s']:>7.2f}{est['cpu_core_s'] / h:>10.2f}"

@@ -98,15 +98,7 @@ def analyze(exp: Any, results: list[RunResult], scale: str) -> Summary:
             winners.append({"label": cell.label, "N": cell.point["task_params.N"], "trial": t,
                             "params": cell.params(t), "rungs": w.rungs[c]})
     tc = search.config(0, 0, 0).train  # the protocol every run shares (the file's base)
-    # what the search cost against training every trial to the last rung (issue "many small models,
-    # fast"): the steps each trial trained (its latest run covers all of it) and the runs' own time
-    trials = [r for c, by in w.latest.items() if c not in w.incomplete for r in by.values()]
-    done = [c for c, cell in enumerate(search.cells) if cell.searched and c not in w.incomplete]
-    cost = {"trial_steps": sum(steps_trained(r) for r in trials),
-            "every_trial_to_the_end": sum(len(search.cells[c].flats) for c in done) * search.steps[-1],
-            "trials_wall_s": round(sum(r.wall_s for r in trials), 1),
-            "winners_wall_s": round(sum(r.wall_s for r in w.final.values() if r.run_id not in
-                                        {t.run_id for t in trials}), 1)}
+    cost = search_cost(search, w)
     Ns = sorted({c.N for c in cells})
     data: dict[str, Any] = {
         "task": exp.task, "protocol": SEARCH, "search": search.describe(), "winners": winners, "search_cost": cost,
@@ -124,6 +116,20 @@ def analyze(exp: Any, results: list[RunResult], scale: str) -> Summary:
     summary = Summary(exp.registry_name, scale, data, exp.claims_of(data, scale), w.results())
     summary.walk = (search, w)  # type: ignore[attr-defined]  # the curves' cells; not written
     return summary
+
+
+def search_cost(search: Search, w: Walk) -> dict[str, Any]:
+    """What a walked search cost against training every trial to the last rung (issue "many
+    small models, fast"), over its finished cells: the steps its trials trained (each trial's
+    latest run covers all of it) and every trial to the end would, and the runs' own time, its
+    trials' and the winners' other runs'."""
+    trials = [r for c, by in w.latest.items() if c not in w.incomplete for r in by.values()]
+    done = [c for c, cell in enumerate(search.cells) if cell.searched and c not in w.incomplete]
+    ids = {t.run_id for t in trials}
+    return {"trial_steps": sum(steps_trained(r) for r in trials),
+            "every_trial_to_the_end": sum(len(search.cells[c].flats) for c in done) * search.steps[-1],
+            "trials_wall_s": round(sum(r.wall_s for r in trials), 1),
+            "winners_wall_s": round(sum(r.wall_s for r in w.final.values() if r.run_id not in ids), 1)}
 
 
 def steps_trained(r: RunResult) -> int:
