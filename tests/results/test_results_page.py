@@ -79,7 +79,7 @@ def test_a_former_folder_is_marked_and_a_verdict_is_read_from_held_when_older_su
 
 
 def test_the_readme_and_paper_a_blocks_are_what_the_committed_summaries_render():
-    assert stale_docs(RESULTS) == [], "a generated block is stale: run .venv/bin/python scripts/results_page.py"
+    assert stale_docs(RESULTS) == {}, "a generated block is stale: run .venv/bin/python scripts/results_page.py"
     for doc in ("README.md", "docs/paper_a.md"):
         assert BEGIN.split(":")[0] in (ROOT / doc).read_text()
 

@@ -282,11 +282,16 @@ def with_block(text: str, root: Path, doc: str) -> str:
     return head + block(root, doc) + rest.split(end, 1)[1]
 
 
-def stale_docs(root: Path) -> list[str]:
-    """The docs (BLOCKS, beside `root`'s repository) whose generated block differs from `root`'s files."""
-    repo = root.resolve().parents[1]
-    return [doc for doc in BLOCKS if (repo / doc).is_file()
-            and with_block((repo / doc).read_text(), root, doc) != (repo / doc).read_text()]
+def stale_docs(root: Path) -> dict[str, str]:
+    """The docs (BLOCKS, beside `root`'s repository) whose generated block differs from `root`'s
+    files, each with its text rendered again."""
+    repo, out = root.resolve().parents[1], {}
+    for doc in BLOCKS:
+        if (repo / doc).is_file():
+            text = (repo / doc).read_text()
+            if (new := with_block(text, root, doc)) != text:
+                out[doc] = new
+    return out
 
 
 def write(root: Path) -> Path:
@@ -295,6 +300,6 @@ def write(root: Path) -> Path:
     from ..fileio import atomic_write
 
     repo = root.resolve().parents[1]
-    for doc in stale_docs(root):
-        atomic_write(repo / doc, with_block((repo / doc).read_text(), root, doc), field="dest", example=doc)
+    for doc, text in stale_docs(root).items():
+        atomic_write(repo / doc, text, field="dest", example=doc)
     return atomic_write(root / PAGE, render(root), field="dest", example="docs/results/README.md")
