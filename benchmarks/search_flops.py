@@ -12,7 +12,10 @@ speed issue tracks; and the share of a run's time its evaluations take.
   counter misses), their ratio (GFLOP/s) and that as a
   fraction of a 256x256 fp32 matmul's rate on this core (the floor a small step could reach);
 - the ratios TF-(2,64) / LSTM-64 at N = 400, Mamba-64 / LSTM-64 at N = 200 and
-  Mamba-(2,64) / LSTM-(2,64) at N = 20 (per step; `--ratios` prints only these);
+  Mamba-(2,64) / LSTM-(2,64) at N = 20 (per step; `--ratios` prints only these), before and
+  after in the same run: "before" is the same model (same weights, same batches, taking turns)
+  as it ran before Mamba pruned its last layer to the read position and before causal attention
+  ran in query chunks on the CPU (`models.attention.CHUNK`);
 - evaluation's share at N = 20: the time of one evaluation of 1000 held-out examples
   (forward only, the engine's chunks) against 250 training steps (the search's eval_every).
 """
@@ -25,8 +28,11 @@ import time
 import torch
 from _steps import alternate_steps
 
+from torch import nn
+
 from archsep.config import RunConfig, TrainConfig
 from archsep.engine.planning import step_flops
+from archsep.models import attention
 
 FAMILIES = {"TF": ("tf-preln", {"heads": 1, "positions": "learned", "width": 64}),
             "LSTM": ("lstm", {"hidden": 64}), "Mamba": ("mamba", {"width": 64}),
@@ -76,6 +82,40 @@ def time_steps(cfgs: dict[str, RunConfig], steps: int, warmup: int) -> dict[str,
     return {k: statistics.median(v) for k, v in alternate_steps(models, task, batches, warmup).items()}
 
 
+class Before(nn.Module):
+    """A model as it ran before the speed issue's last changes: causal attention in one call of
+    the fused kernel (and a Mamba unpruned: `ratio_steps`)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        chunk, attention.CHUNK = attention.CHUNK, 1 << 30
+        try:
+            return self.model(x)
+        finally:
+            attention.CHUNK = chunk
+
+
+def ratio_steps(x: RunConfig, y: RunConfig, steps: int, warmup: int) -> dict[str, float]:
+    """Median seconds per step of x before and after (`Before`) and of y, taking turns."""
+    task = x.build_task()
+    models = {}
+    for k, c in (("x", x), ("y", y)):
+        torch.manual_seed(0)
+        models[k] = c.model_config().build(task.spec)
+    torch.manual_seed(0)
+    models["x before"] = Before(x.model_config().build(task.spec))  # the same weights
+    if x.arch != "mamba":  # a Mamba was not pruned before; the others were
+        models["x before"].model.prune_to_readout()
+    models["x"].prune_to_readout()
+    models["y"].prune_to_readout()
+    g = torch.Generator().manual_seed(0)
+    batches = [task.sample(64, g) for _ in range(warmup + steps)]
+    return {k: statistics.median(v) for k, v in alternate_steps(models, task, batches, warmup).items()}
+
+
 def eval_share(cfg: RunConfig, size: int = 1000, every: int = 250) -> float:
     """One evaluation of `size` held-out examples (forward, no grad, in chunks of 500) over
     `every` training steps' time: the share evaluations add to a run."""
@@ -102,6 +142,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--ratios", action="store_true", help="only the step ratios the speed issue tracks")
+    ap.add_argument("--ratio-steps", type=int, default=8, help="timed steps per model for the ratios")
     a = ap.parse_args()
     torch.set_num_threads(1)
     peak = matmul_gflops()
@@ -117,8 +158,10 @@ def main() -> None:
     for N, (x, y) in ((400, ("TF-(2,64)", "LSTM-(1,64)")), (200, ("Mamba-(1,64)", "LSTM-(1,64)")),
                       (20, ("Mamba-(2,64)", "LSTM-(2,64)"))):
         cf = configs(N, (1, 2))
-        t = time_steps({x: cf[x], y: cf[y]}, 4, 1)
-        print(f"step ratio at N = {N}: {x} / {y} = {t[x] / t[y]:.2f} ({t[x] * 1e3:.0f} / {t[y] * 1e3:.0f} ms)")
+        t = ratio_steps(cf[x], cf[y], a.ratio_steps, 1)
+        print(f"step ratio at N = {N}: {x} / {y} = {t['x'] / t['y']:.2f} ({t['x'] * 1e3:.0f} / {t['y'] * 1e3:.0f} ms); "
+              f"before: {t['x before'] / t['y']:.2f} ({t['x before'] * 1e3:.0f} ms; "
+              f"{t['x before'] / t['x']:.2f}x faster now)")
     for k, c in [] if a.ratios else configs(20, (1,)).items():
         print(f"evaluation's share of a run at N = 20 (1000 examples every 250 steps), {k}: {eval_share(c):.1%}")
 

@@ -109,6 +109,13 @@ def main() -> int:
             print(f"  {Path(e[0]).relative_to(PKG)}:{e[1]} -> {Path(e[2]).relative_to(PKG)}:{e[3]}")
     print(f"its spine (the calls on the stack at the commit): {len(on)} stops in {len({e[2] for e in on})} files, "
           f"{sum(1 for e in on if e in climbs)} climbs back up")
+    off = [e for e in stops if (e[0], e[1]) in spine]
+    if a.edges:
+        print("the spine's own calls:")
+        for e in off:
+            print(f"  {Path(e[0]).relative_to(PKG)}:{e[1]} -> {Path(e[2]).relative_to(PKG)}:{e[3]}")
+    print(f"the spine's own calls (every stop made from a function on the spine): {len(off)} stops in "
+          f"{len({e[2] for e in off})} files, {sum(1 for e in off if e in climbs)} climbs back up")
     return 0
 
 

@@ -241,3 +241,29 @@ def test_the_switch_is_not_part_of_a_runs_identity():
     cfg = make_model_config("tf-preln", layers=1, width=8, heads=2)
     assert "attention" not in str(cfg.params()) and "impl" not in str(cfg.params())
     assert attention.IMPLS == ("fused", "explicit")
+
+
+@pytest.mark.parametrize("L", [attention.CHUNK + 1, 2 * attention.CHUNK, 3 * attention.CHUNK - 5])
+def test_long_causal_attention_in_chunks_equals_one_causal_call_and_the_explicit_form(L, monkeypatch):
+    """Above CHUNK positions a causal self-attention on the CPU runs in query chunks: the same
+    outputs and gradients as one causal kernel call and as the explicit softmax, chunks of
+    unequal length included (e.g. 379 = 127 + 127 + 125)."""
+    g = torch.Generator().manual_seed(0)
+    base = [torch.randn(2, 3, L, 8, generator=g) for _ in range(3)]
+    calls = []
+    real = attention.F.scaled_dot_product_attention
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def run(f):
+        q, k, v = (t.clone().requires_grad_() for t in base)
+        y = f(q, k, v)
+        (y * torch.linspace(-1, 1, L)[:, None]).sum().backward()
+        return y, q.grad, k.grad, v.grad
+
+    chunked = run(lambda q, k, v: attention.attend(q, k, v, causal=True))
+    assert len(calls) == -(-L // attention.CHUNK)  # the chunks ran, one kernel call each
+    one = run(lambda q, k, v: real(q, k, v, is_causal=True))
+    explicit = run(lambda q, k, v: attention.attend(q, k, v, causal=True, impl="explicit"))
+    for a, b, c in zip(chunked, one, explicit):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(a, c, rtol=1e-5, atol=1e-6)

@@ -174,3 +174,29 @@ def test_chunked_config_trains_stacked_under_vmap():
         models.append(make_model_config("mamba", layers=1, width=4, d_state=2, scan="chunked").build(TOKENS))
     xs = [torch.randint(0, 11, (3, 9), generator=torch.Generator().manual_seed(s)) for s in (0, 1)]
     assert_stack_matches(models, xs)
+
+
+@pytest.mark.parametrize("scan", ["native", "chunked", "fused", "parallel", "sequential"])
+@pytest.mark.parametrize("layers", [1, 2])
+def test_a_pruned_mamba_gives_the_last_position_and_its_gradients_under_every_scan(scan, layers):
+    """Pruned for a last-position readout, the last layer gates and projects one position (its
+    scan still runs over all): (B, 1, C), the full model's last position, and the same gradients
+    for a loss on it."""
+    if scan == "native" and not kernels.native_available():
+        pytest.skip("no compiled scan here")
+    spec = TaskSpec(input="tokens", input_dim=11, seq_len=13, output_dim=4, readout="last")
+    torch.manual_seed(0)
+    full = use_scan(make_model_config("mamba", layers=layers, width=8, d_state=4).build(spec), scan)
+    pruned = copy.deepcopy(full)
+    pruned.prune_to_readout()
+    x = torch.randint(0, 11, (3, 13), generator=torch.Generator().manual_seed(0))
+    a, p = full(x), pruned(x)
+    assert p.shape == (3, 1, 4)
+    torch.testing.assert_close(p[:, 0], a[:, -1], rtol=0, atol=1e-6)
+    a[:, -1].square().sum().backward()
+    p[:, 0].square().sum().backward()
+    for (n, ga), (_, gp) in zip(full.named_parameters(), pruned.named_parameters()):
+        torch.testing.assert_close(gp.grad, ga.grad, rtol=1e-4, atol=1e-6, msg=n)
+    pruned.readout_last = False  # a task read at every position: pruning leaves the model whole
+    pruned.prune_to_readout()
+    assert pruned(x).shape == (3, 13, 4)

@@ -47,6 +47,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
     """softmax(q k^T * scale + bias, causally masked when `causal`) v: (..., Lq, Ev). Fused unless
     impl is "explicit" or the call is inside vmap."""
     if impl == "fused" and not under_vmap(q):
+        if bias is None and causal and q.device.type == "cpu" and q.shape[-2] == k.shape[-2] > CHUNK:
+            return _causal_in_chunks(q, k, v, scale)
         if bias is None:
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
         if causal:
@@ -54,6 +56,28 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
             bias = bias.masked_fill(future, float("-inf"))
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), scale=scale)
     return weights(q, k, causal=causal, scale=scale, bias=bias) @ v
+
+
+# above this length a causal self-attention on the CPU runs in query chunks (`_causal_in_chunks`)
+CHUNK = 128
+
+
+def _causal_in_chunks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None) -> torch.Tensor:
+    """Causal self-attention (..., L, E) as ceil(L / CHUNK) calls of the fused kernel, each a block
+    of queries against the keys up to its last query (the future masked): the CPU kernel cuts the
+    keys in blocks of up to 512 and so skips none below that length, and these calls leave out the
+    upper triangle's blocks (measured: benchmarks/attention.py). The same numbers as one causal
+    call, to float32 rounding (tests/models/test_attention.py)."""
+    L = q.shape[-2]
+    n = -(-L // CHUNK)
+    size = -(-L // n)
+    ys = []
+    for start in range(0, L, size):
+        end = min(L, start + size)
+        seen = torch.ones(end - start, end, dtype=torch.bool, device=q.device).tril(start)  # key j <= query i
+        ys.append(F.scaled_dot_product_attention(q[..., start:end, :], k[..., :end, :], v[..., :end, :],
+                                                 attn_mask=seen, scale=scale))
+    return torch.cat(ys, -2)
 
 
 # --- positions inside attention: rotary (RoPE) and linear biases (ALiBi) ----------------------

@@ -92,9 +92,15 @@ class MambaMixer(nn.Module):
         dt, B, C = self.x_proj(u).split([self.dt_rank, self.N, self.N], -1)
         return F.softplus(self.dt_proj(dt)), B, C
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """h (B, L, W) -> (B, L, W); with `last_only`, (B, 1, W): the last position alone (the
+        scan still runs over every position; the gate and the output projection do not)."""
         L = h.shape[1]
-        u, z = self.in_proj(h).chunk(2, -1)  # (B, L, E) each
+        if last_only:
+            w_u, w_z = self.in_proj.weight.chunk(2, 0)
+            u, z = F.linear(h, w_u), F.linear(h[:, -1:], w_z)  # (B, L, E), (B, 1, E)
+        else:
+            u, z = self.in_proj(h).chunk(2, -1)  # (B, L, E) each
         if self._which(u) == "native" and u.dtype == torch.float32 and u.device.type == "cpu" and L:  # compiled conv
             u = native_conv_silu(u, self.conv.weight, self.conv.bias)
         else:
@@ -103,7 +109,7 @@ class MambaMixer(nn.Module):
         # outside autocast, in the weights' dtype: a recurrence over L positions drifts in bf16
         off = torch.autocast(u.device.type, enabled=False) if u.device.type in ("cpu", "cuda") else nullcontext()
         with off:  # (the meta device, on which the planner sizes a step's memory, has no autocast)
-            y = self._scan(*(t.to(self.A_log.dtype) for t in (u, delta, B, C, z)))
+            y = self._scan(*(t.to(self.A_log.dtype) for t in (u, delta, B, C, z)))  # (B, L or 1, E)
         return self.out_proj(y)
 
     def _which(self, u: torch.Tensor) -> str:
@@ -118,17 +124,23 @@ class MambaMixer(nn.Module):
             return "fused"  # same recurrence, written out-of-place for functorch
         return want
 
-    def _scan(self, u, delta, B, C, z) -> torch.Tensor:  # (B, L, E) each but B, C: (B, L, N)
+    def _scan(self, u, delta, B, C, z) -> torch.Tensor:
+        """u, delta (B, L, E); B, C (B, L, N); z (B, L, E), or (B, 1, E) for the last position
+        alone -> the gated output (y + D u) * silu(z) at z's positions."""
         A = -torch.exp(self.A_log)  # (E, N)
         want = self.scan_impl or self.scan
+        last_only = z.shape[1] < u.shape[1]
+        if last_only:  # the fused kernels gate every position: the others get any z (their outputs are dropped)
+            z = z.expand_as(u)
         if want == "auto" and _cuda_scan is not None and u.is_cuda and not under_vmap(u):
             y = _cuda_scan(u.transpose(1, 2).contiguous(), delta.transpose(1, 2).contiguous(), A.contiguous(),
                            B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous(), self.D.float(),
-                           z=z.transpose(1, 2).contiguous())
-            return y.transpose(1, 2)
+                           z=z.transpose(1, 2).contiguous()).transpose(1, 2)
+            return y[:, -1:] if last_only else y
         scan = self._which(u)
         if scan == "native":
-            return native_scan(u, delta, A, B, C, self.D, z)
+            y = native_scan(u, delta, A, B, C, self.D, z)
+            return y[:, -1:] if last_only else y
         if scan == "chunked":
             y = chunked_scan(u, delta, A, B, C)
         elif scan == "fused":
@@ -137,6 +149,8 @@ class MambaMixer(nn.Module):
             dA = torch.exp(delta[..., None] * A)  # (B, L, E, N)
             dBx = (delta * u)[..., None] * B[:, :, None, :]
             y = (scan_sequential if scan == "sequential" else scan_parallel)(dA, dBx, C)
+        if last_only:  # the skip and the gate at the last position
+            y, u, z = y[:, -1:], u[:, -1:], z[:, -1:]
         return (y + self.D * u) * F.silu(z)
 
     def init_state(self, batch: int, device=None, dtype=None) -> dict[str, torch.Tensor]:
@@ -172,16 +186,25 @@ class Mamba(SeqModel):
         self.norm_f = Norm(width)
         self.head = nn.Linear(width, spec.output_dim)
         self.layers, self.E, self.N, self.d_conv = layers, cfg.expand * width, cfg.d_state, cfg.d_conv
+        self.readout_last = spec.readout == "last"
+        self.readout_only = False  # set by `prune_to_readout`
         # (L, W) learned absolute positions (made last: no other parameter moves)
         set_positions(self, cfg.positions, spec.seq_len, width)
+
+    def prune_to_readout(self) -> None:
+        """For a task read at the last position, the last layer gates and projects that position
+        alone (its scan still runs over every position): the output is (B, 1, C), the same
+        numbers as the last position of the full output, to rounding."""
+        self.readout_only = self.readout_last
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.embed(x)  # (B, L, W)
         pos = position_rows(self, h.shape[1], h.shape[2])
         if pos is not None:
             h = h + pos  # (B, L, W)
-        for norm, mixer in zip(self.norms, self.mixers):
-            h = h + mixer(norm(h))  # (B, L, W)
+        for i, (norm, mixer) in enumerate(zip(self.norms, self.mixers)):
+            last = self.readout_only and i == self.layers - 1
+            h = (h[:, -1:] if last else h) + mixer(norm(h), last_only=last)  # (B, L, W); (B, 1, W) if pruned
         return self.head(self.norm_f(h))  # (B, L, C)
 
     def init_state(self, batch: int, device=None, dtype=None) -> list[dict[str, torch.Tensor]]:
