@@ -4,7 +4,8 @@ speed issue tracks; and the share of a run's time its evaluations take.
 
     python benchmarks/search_flops.py [--Ns 20 50 100] [--steps 8] [--warmup 2]
 
-- per mixer of lookup-fig2's search (LSTM, Mamba, DSS = s4d, RetNet, linear attention) and the
+- per mixer of lookup-fig2's search (LSTM, Mamba, DSS = s4d, RetNet, linear attention; before
+  and after, taking turns: `Before`) and the
   Transformer, at width 64, 1 and 2 layers, index lookup at each N (fixed lengths), batch 64,
   one thread: the median ms per training step (the models taking turns on the same batches,
   `_steps.alternate_steps`), the step's FLOPs as the cost model counts them
@@ -22,6 +23,7 @@ speed issue tracks; and the share of a run's time its evaluations take.
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import time
 
@@ -68,13 +70,18 @@ def flops(cfg: RunConfig) -> float:
     return fl
 
 
-def time_steps(cfgs: dict[str, RunConfig], steps: int, warmup: int) -> dict[str, float]:
-    """Median seconds per training step of each config's model, taking turns on one task's batches."""
+def time_steps(cfgs: dict[str, RunConfig], steps: int, warmup: int, before: bool = False) -> dict[str, float]:
+    """Median seconds per training step of each config's model, taking turns on one task's batches;
+    with `before`, also each model as it ran before (`Before`, key "<name> before")."""
     task = next(iter(cfgs.values())).build_task()
-    models = {}
+    models: dict[str, nn.Module] = {}
     for k, c in cfgs.items():
         torch.manual_seed(0)
         m = c.model_config().build(task.spec)
+        if before:
+            models[k + " before"] = old = Before(copy.deepcopy(m))
+            if c.arch != "mamba":  # a Mamba was not pruned before; the others were
+                old.model.prune_to_readout()
         m.prune_to_readout()
         models[k] = m
     g = torch.Generator().manual_seed(0)
@@ -147,14 +154,17 @@ def main() -> None:
     torch.set_num_threads(1)
     peak = matmul_gflops()
     print(f"one thread; a 256x256 fp32 matmul runs at {peak:.1f} GFLOP/s on this core (measured now)")
-    print(f"{'N':>4} {'model':<14} {'ms/step':>8} {'GFLOP/step':>11} {'GFLOP/s':>8} {'of matmul':>10}")
+    print(f"{'N':>4} {'model':<14} {'before ms':>9} {'ms/step':>8} {'faster':>7} {'GFLOP/step':>11} {'GFLOP/s':>8} "
+          f"{'of matmul':>10}")
     for N in [] if a.ratios else a.Ns:
         cfgs = configs(N, (1, 2))
-        times = time_steps(cfgs, a.steps, a.warmup)
+        times = time_steps(cfgs, a.steps, a.warmup, before=True)
         for k, c in cfgs.items():
             fl = flops(c)
             rate = fl / times[k] / 1e9
-            print(f"{N:>4} {k:<14} {times[k] * 1e3:>8.1f} {fl / 1e9:>11.3f} {rate:>8.2f} {rate / peak:>10.2f}")
+            old = times[k + " before"]
+            print(f"{N:>4} {k:<14} {old * 1e3:>9.1f} {times[k] * 1e3:>8.1f} {old / times[k]:>6.2f}x {fl / 1e9:>11.3f} "
+                  f"{rate:>8.2f} {rate / peak:>10.2f}")
     for N, (x, y) in ((400, ("TF-(2,64)", "LSTM-(1,64)")), (200, ("Mamba-(1,64)", "LSTM-(1,64)")),
                       (20, ("Mamba-(2,64)", "LSTM-(2,64)"))):
         cf = configs(N, (1, 2))
