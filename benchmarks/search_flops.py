@@ -7,8 +7,8 @@ speed issue tracks; and the share of a run's time its evaluations take.
 - per mixer of lookup-fig2's search (LSTM, Mamba, DSS = s4d, RetNet, linear attention; before
   and after, taking turns: `Before`) and the
   Transformer, at width 64, 1 and 2 layers, index lookup at each N (fixed lengths), batch 64,
-  one thread: the median ms per training step (the models taking turns on the same batches,
-  `_steps.alternate_steps`), the step's FLOPs as the cost model counts them
+  one thread, denormals flushed (as the engine trains): the median ms per training step (the
+  models taking turns on the same batches, `_steps.alternate_steps`), the step's FLOPs as the cost model counts them
   (`engine.planning.step_flops`: forward and backward; the LSTM's recurrence added, which the
   counter misses), their ratio (GFLOP/s) and that as a
   fraction of a 256x256 fp32 matmul's rate on this core (the floor a small step could reach);
@@ -34,6 +34,7 @@ from torch import nn
 
 from archsep.config import RunConfig, TrainConfig
 from archsep.engine.planning import step_flops
+from archsep.engine.train import flush_denormals
 from archsep.models import attention
 
 FAMILIES = {"TF": ("tf-preln", {"heads": 1, "positions": "learned", "width": 64}),
@@ -152,6 +153,11 @@ def main() -> None:
     ap.add_argument("--ratio-steps", type=int, default=8, help="timed steps per model for the ratios")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    with flush_denormals():  # as the engine trains
+        report(a)
+
+
+def report(a: argparse.Namespace) -> None:
     peak = matmul_gflops()
     print(f"one thread; a 256x256 fp32 matmul runs at {peak:.1f} GFLOP/s on this core (measured now)")
     print(f"{'N':>4} {'model':<14} {'before ms':>9} {'ms/step':>8} {'faster':>7} {'GFLOP/step':>11} {'GFLOP/s':>8} "
