@@ -64,8 +64,10 @@ class S4DKernel(nn.Module):
                 ys.append(2 * (C * s).sum(-1).real)
             return torch.stack(ys, 1) + self.D * u
         k = self.kernel(L)
-        y = fft_conv(u.transpose(1, 2), k)  # (B, width, L)
-        return y.transpose(1, 2) + self.D * u
+        # (B, L, width), made contiguous once: the elementwise ops after it (GELU's backward
+        # above all) run many times slower on the strided view the FFT leaves
+        y = fft_conv(u.transpose(1, 2), k).transpose(1, 2).contiguous()
+        return y + self.D * u
 
     def step(self, u_t: torch.Tensor, s: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Position t (unused: LTI): u_t (B, width), s (B, width, N) complex -> y_t (B, width), new s."""
