@@ -217,3 +217,25 @@ def test_figure_3_threshold_is_gated_by_the_pointer_blind_predictor(scale, held)
     assert all(0.8 < v < 0.9 for v in base.values["pointer_blind_mse"].values())
     gaps = [c for c in claims if c.kind == "gap"]
     assert gaps and all(("no retrieval needed" in c.text) is (not held) for c in gaps)
+
+
+@pytest.mark.parametrize("rnn_censored_at_1, held", [(True, False), (False, True)])
+def test_figure_3_gap_of_an_arm_that_failed_its_control_has_no_verdict(rnn_censored_at_1, held, monkeypatch):
+    """An arm whose gap needs its own positive control (`Fig3.controlled`): censored at q = 1 it
+    did not train, so its control fails and its gap claim reads no verdict whatever the ratios
+    (which grow here); finished at q = 1 and 2, the control holds and the gap claim has a verdict."""
+    exp = EXPERIMENTS.get("qstr-fig3")()
+    monkeypatch.setattr(type(exp), "controlled", {"quick": ("RNN",)})
+    rs = []
+    for c in exp.plan("quick", "cpu"):
+        q, lab = c.task_params["q"], c.label
+        cut = lab == "RNN" and q == 1 and c.seed == 0 and rnn_censored_at_1
+        n = c.train.budget if cut else (1000 if lab == "TF" else 3000 * 4 ** q) * (1 + c.seed % 2)
+        rs.append(RunResult(c.run_id, c.to_dict(), "censored" if cut else "ok", n, 640, 0.4, 0.4))
+    claims = exp.analyze(rs, "quick").claims
+    [control] = [c for c in claims if c.kind == "control"]
+    assert control.held is held and "RNN" in control.text and "q = 1 and 2" in control.text
+    gaps = {c.text.split("the ")[1].split("/")[0]: c for c in claims if c.kind == "gap"}
+    assert gaps["RNN"].held is (True if held else None)
+    assert gaps["RNN"].text.startswith("no verdict: RNN did not train here") is (not held)
+    assert gaps["FFN"].held is True  # an arm without a control of its own is read as before
