@@ -225,7 +225,7 @@ def test_figure_3_gap_of_an_arm_that_failed_its_control_has_no_verdict(rnn_censo
     did not train, so its control fails and its gap claim reads no verdict whatever the ratios
     (which grow here); finished at q = 1 and 2, the control holds and the gap claim has a verdict."""
     exp = EXPERIMENTS.get("qstr-fig3")()
-    monkeypatch.setattr(type(exp), "controlled", {"quick": ("RNN",)})
+    monkeypatch.setattr(type(exp), "controlled", {"quick": {"RNN": 2}})
     rs = []
     for c in exp.plan("quick", "cpu"):
         q, lab = c.task_params["q"], c.label

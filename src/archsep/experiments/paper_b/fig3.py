@@ -22,6 +22,7 @@ from ..samples import SETTING_NAMES, Arch, SampleComplexityExperiment, Scale
 
 TF = Arch("TF", "tf-b", {"mlp_width": 100})  # heads = q (model_params)
 RNN = Arch("RNN", "rnn-b", {"cell": "tanh", "hidden_per_q": 500})  # hidden = 500 q; a simple (tanh) RNN
+GRU = Arch("RNN", "rnn-b", {"cell": "gru", "hidden_per_q": 500})  # the authors' code's cell (issue 54)
 FFN = Arch("FFN", "ffn", {})  # widths [N d q, 1000]: the default
 TASK = {"N": 7, "d": 10, "link": "hermite2", "replace": True}
 COMMON = {"lr": 1e-4, "weight_decay": 0.1, "batch_size": 64, "threshold": 0.88}
@@ -34,7 +35,9 @@ class Fig3(SampleComplexityExperiment):
     subject = "qSTR, hermite2 link (paper B, Fig. 3)"
     runtime = {"quick": "at most 22 min (2 CPU cores)", "cpu": "about 6 h on 2 cores by --dry-run (the RNN at q = 2)",
                "full": "many core-hours: the RNN of hidden 500q dominates",
-               "mse05": "more than full: every arm trains further"}
+               "mse05": "more than full: every arm trains further",
+               "retrieval": "a GPU's: the GRU of hidden 500q at q <= 5",
+               "retrieval-cpu": "hours on 2 cores (--dry-run)"}
     axis = "q"
     # a full curve point every 1000 steps (64k samples), not every 100: on the 10,000 test samples
     # the RNN of hidden 500q spent about half its training time drawing its curve (a curve point
@@ -52,31 +55,44 @@ class Fig3(SampleComplexityExperiment):
     # is censored (one of five was at 2M, which leaves its gap without a verdict); a run that
     # reaches the threshold is the same whatever the budget, so every arm keeps one budget
     cpu = dataclasses.replace(full, Ns=(1, 2), train={**full.train, "budget": 4_000_000})
+    # retrieval (issue 54): the three-arm claim at MSE < 0.5, below the pointer-blind predictor's
+    # 0.848-0.868 (so the threshold needs the pointers), with an RNN that trains. Calibrated
+    # (docs/results/qstr-fig3-controls/, one seed, q = 1 unless said): at the paper's lr 1e-4 the
+    # simple tanh RNN never reached 0.5 (its q >= 2 runs sat at the zero predictor's MSE); at lr 1e-3
+    # the tanh RNN sat there too, while a bidirectional GRU (the authors' Figure 1 code) reached 0.5
+    # at 140k samples, the Transformer at 29k (q = 2: 34k) and the FFN at 332k. So every arm trains
+    # at lr 1e-3 (one rate for all: the same search), the RNN arm is the GRU of hidden 500q, and the
+    # RNN (at q = 1 and 2) and the FFN (at q = 1) each have a positive control; the paper's budget
+    retrieval = Scale(Ns=(1, 2, 3, 4, 5), seeds=5, archs=(TF, GRU, FFN),
+                      train={**COMMON, "lr": 1e-3, "threshold": 0.5, "budget": 2_000_000, "eval_size": 10_000,
+                             "curve_every": 100}, task_params=TASK)
+    # retrieval-cpu: its q = 1 and 2, what 2 cores can run (q >= 3 is a GPU's: the GRU of hidden 500q)
+    retrieval_cpu = dataclasses.replace(retrieval, Ns=(1, 2))
     # quick: indicative only (3 seeds, q <= 3, an RNN of hidden 50q, a smaller budget and test set)
     quick = Scale(Ns=(1, 2, 3), seeds=3,
                   archs=(TF, Arch("RNN", "rnn-b", {"cell": "tanh", "hidden_per_q": 50}), FFN),
                   train={**COMMON, "budget": 400_000, "eval_size": 2000}, task_params=TASK)
-    scales = ("quick", "cpu", "full", "mse05")
+    scales = ("quick", "cpu", "full", "mse05", "retrieval", "retrieval-cpu")
     separations = ()
     gaps = ("RNN", "FFN")  # each one's gap to the TF should grow with q
 
-    # per scale, the arms whose gap needs a positive control of their own: every run reaches the
-    # threshold at the two smallest q, or the arm did not train here and its gap has no verdict (an
-    # arm censored everywhere is no evidence of a gap: issue 54)
-    controlled: dict[str, tuple[str, ...]] = {}
+    # per scale, the arms whose gap needs a positive control of their own, and at how many of the
+    # smallest q: every run there reaches the threshold, or the arm did not train here and its gap
+    # has no verdict (an arm censored everywhere is no evidence of a gap: issue 54)
+    controlled: dict[str, dict[str, int]] = {"retrieval": {"RNN": 2, "FFN": 1}, "retrieval-cpu": {"RNN": 2, "FFN": 1}}
 
     def analyze(self, results, scale: str):
-        self._controlled = self.controlled.get(scale, ())
+        self._controlled = self.controlled.get(scale, {})
         return super().analyze(results, scale)
 
-    def arm_control(self, arm: str, points: list[dict], thr: str) -> Claim:
-        """`arm` reaches MSE < thr in every run at the two smallest q it was run at."""
-        pts = sorted((p for p in points if p["arch"] == arm), key=lambda p: p["N"])[:2]
+    def arm_control(self, arm: str, points: list[dict], thr: str, n: int) -> Claim:
+        """`arm` reaches MSE < thr in every run at the `n` smallest q it was run at."""
+        pts = sorted((p for p in points if p["arch"] == arm), key=lambda p: p["N"])[:n]
         cens, runs = sum(p["n_censored"] for p in pts), sum(p["n_runs"] for p in pts)
         at = " and ".join(str(p["N"]) for p in pts) or "none"
         return Claim("control", f"control: {arm} reaches MSE < {thr} in every run at q = {at} "
                                 f"({cens} of {runs} run(s) censored)",
-                     len(pts) == 2 and cens == 0, {"arm": arm, "qs": [p["N"] for p in pts], "censored": cens})
+                     len(pts) == n and cens == 0, {"arm": arm, "qs": [p["N"] for p in pts], "censored": cens})
 
     def model_params(self, arch, x: int) -> dict:
         p = dict(arch.params)
@@ -106,8 +122,8 @@ class Fig3(SampleComplexityExperiment):
                                          + ", ".join(f"q={q}: {v:.3f}" for q, v in blind.items()),
                              blind_ok, {"pointer_blind_mse": blind, "threshold": thr_v}))
         head = "" if blind_ok else "at a threshold a pointer-blind predictor meets (no retrieval needed): "
-        arm_controls = {arm: self.arm_control(arm, points, thr) for arm in getattr(self, "_controlled", ())
-                        if arm in samples}
+        arm_controls = {arm: self.arm_control(arm, points, thr, n)
+                        for arm, n in getattr(self, "_controlled", {}).items() if arm in samples}
         out += arm_controls.values()
         for worse in self.gaps:
             if "TF" not in samples or worse not in samples:
