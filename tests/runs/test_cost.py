@@ -93,13 +93,12 @@ def test_a_time_measured_on_a_busy_machine_is_used_said_and_never_kept(monkeypat
     """Timed while other work keeps every core busy, a step measures the contention too: the dry
     run uses it (an upper bound) and says so, but the cache does not keep it, so a later dry run on
     the idle machine times the step again rather than reading the busy time as this machine's."""
-    import os
 
     _fresh(monkeypatch, tmp_path)
     configs = EXPERIMENTS.get("qstr-fig1a")().plan("quick")[:3]
-    monkeypatch.setattr(timing, "_load", lambda: float(os.cpu_count() or 1))
+    monkeypatch.setattr(timing, "_load", lambda: float(timing.cores()))
     busy = cost.estimate(configs)
-    assert busy["shapes"]["timed"] >= 1 and busy["busy_load"] == float(os.cpu_count() or 1)
+    assert busy["shapes"]["timed"] >= 1 and busy["busy_load"] == float(timing.cores())
     assert "upper bounds, and were not kept" in cost.report("x", busy)
     assert not (tmp_path / cost.CACHE_NAME).exists() or cost._read_cache() == {}
     # a new process on the idle machine: times them again, says nothing of load, keeps them

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 import heapq
 from collections import defaultdict
@@ -232,6 +231,6 @@ def report(name: str, est: dict) -> str:
                  "A GPU's time is a model: operators x launch cost + FLOPs at a sustained rate)")
     if est.get("busy_load") is not None:
         lines.append(f"  (timed while other work kept every core busy, load {est['busy_load']:.1f} on "
-                     f"{os.cpu_count() or 1} cores: the CPU times are upper bounds, and were not kept in the cache; "
+                     f"{timing.cores()} cores: the CPU times are upper bounds, and were not kept in the cache; "
                      "run --dry-run again on an idle machine for this machine's own)")
     return "\n".join(lines)

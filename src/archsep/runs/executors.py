@@ -21,16 +21,10 @@ from ..store.rows import now, record
 from ..engine.planning import plan_batches, step_flops  # noqa: F401  (plan_batches: re-exported for the runner)
 from ..results import RunResult
 from ..plugins import activate, payload
+from .timing import cores
 
 EXECUTORS = ("local", "ray")
 RAY_CONNECT_TIMEOUT_S = 5.0
-
-
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def default_workers(configs: Sequence[RunConfig]) -> int:

@@ -60,6 +60,15 @@ CACHE_NAME = "step-costs.json"
 # longest of these (a step of a few hundred positions is far from its overhead-bound short end)
 TIMED_LENGTHS = 3
 
+def cores() -> int:
+    """The cores this process may run on (its affinity, where the OS says; else every core): the
+    one core count the runner, the timings and the cost model use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 
 def cost_key(cfg: RunConfig) -> str:
     """What one step's cost depends on: the task and model shape and the batch (not the seed, the
@@ -94,7 +103,7 @@ def fingerprint() -> str:
     except OSError:
         pass
     src = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256(f"{cpu}|{os.cpu_count()}|{torch.__version__}".encode())
+    h = hashlib.sha256(f"{cpu}|{cores()}|{torch.__version__}".encode())
     for part in ("models", "tasks", "engine"):
         for f in sorted(p for ext in ("*.py", "*.c") for p in (src / part).rglob(ext)):
             h.update(f.name.encode() + f.read_bytes())
@@ -197,7 +206,7 @@ def step_costs(configs: Sequence[RunConfig], measure: bool = True, workers: int 
                                          flops=sc.flops * _length_factor(by_N[N], p_f))
             out[key] = _TRAIN[key] = sc
             _FLOPS_EST[key] = sc.flops
-    if load >= (os.cpu_count() or 1) - 0.5:  # every core was busy with other work: use, never keep
+    if load >= cores() - 0.5:  # every core was busy with other work: use, never keep
         _BUSY.update({k: load for k in new})
         new = {}
     _write_cache(new)
@@ -321,7 +330,7 @@ def _load() -> float:
 def _idle_cores() -> int:
     """Cores not busy with other work (by the 1-minute load average): timing beside another
     job's processes would measure the contention, not the step."""
-    return max(1, (os.cpu_count() or 1) - round(_load()))
+    return max(1, cores() - round(_load()))
 
 
 def _shape_key(cfg: RunConfig) -> str:
