@@ -111,26 +111,27 @@ def test_the_form_is_part_of_a_runs_identity_but_old_theory_runs_keep_theirs():
     assert RunConfig("qstr", "tf-b", {"N": 4}, {"form": "authors"}).run_id != theory.run_id
 
 
-@pytest.mark.parametrize("cell", ["tanh", "relu"])
+@pytest.mark.parametrize("cell, own", [("tanh", "elman"), ("relu", "elman"), ("gru", "gru")])
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
-def test_the_elman_recurrence_is_the_library_rnn_in_outputs_and_every_gradient(cell, bidirectional, dtype, tol):
-    """The CPU path of a one-layer tanh / relu network (`_ElmanScan`, dW formed once) against
-    nn.RNN on the same parameters and batch: outputs and every parameter's gradient agree."""
+def test_the_own_recurrence_is_the_library_rnn_in_outputs_and_every_gradient(cell, own, bidirectional, dtype, tol):
+    """The CPU path of a one-layer tanh / relu network (`_ElmanScan`) or GRU (`_GRUScan`), dW
+    formed once, against nn.RNN / nn.GRU on the same parameters and batch: outputs and every
+    parameter's gradient agree."""
     task, b = batch(N=7)
     torch.manual_seed(0)
     model = make_model_config("rnn-b", cell=cell, hidden=24, bidirectional=bidirectional).build(task.spec).to(dtype)
     x = b.x.to(dtype)
     got = {}
-    for impl in ("library", "elman"):
+    for impl in ("library", own):
         model.impl = impl
         model.zero_grad()
         out = model(x)
         (out.square().sum() + out[:, 0].sum()).backward()
         got[impl] = (out.detach().clone(), {n: p.grad.clone() for n, p in model.named_parameters()})
     model.impl = "auto"
-    assert model._which(x) == "elman"  # the default on a CPU
-    (lo, lg), (eo, eg) = got["library"], got["elman"]
+    assert model._which(x) == own  # the default on a CPU
+    (lo, lg), (eo, eg) = got["library"], got[own]
     scale = lo.abs().max()
     assert (eo - lo).abs().max() <= tol * scale
     assert lg.keys() == eg.keys() and len(lg) >= 5
@@ -138,11 +139,16 @@ def test_the_elman_recurrence_is_the_library_rnn_in_outputs_and_every_gradient(c
         assert (eg[n] - lg[n]).abs().max() <= tol * lg[n].abs().max().clamp_min(1), n
 
 
-def test_the_elman_path_is_taken_only_where_it_fits():
+def test_the_own_paths_are_taken_only_where_they_fit():
     task, b = batch()
-    gru = make_model_config("rnn-b", cell="gru", hidden=8).build(task.spec)
+    lstm = make_model_config("rnn-b", cell="lstm", hidden=8).build(task.spec)
     deep = make_model_config("rnn-b", cell="tanh", hidden=8, layers=2).build(task.spec)
-    assert gru._which(b.x) == deep._which(b.x) == "library"
+    deep_gru = make_model_config("rnn-b", cell="gru", hidden=8, layers=2).build(task.spec)
+    assert lstm._which(b.x) == deep._which(b.x) == deep_gru._which(b.x) == "library"
+    gru = make_model_config("rnn-b", cell="gru", hidden=8).build(task.spec)
+    gru.impl = "elman"  # the other cell's recurrence: refused
+    with pytest.raises(ArchsepError, match="impl"):
+        gru(b.x)
     with torch.device("meta"):
         meta = make_model_config("rnn-b", cell="tanh", hidden=8).build(task.spec)
     assert meta._which(torch.empty(2, 3, task.spec.input_dim, device="meta")) == "library"

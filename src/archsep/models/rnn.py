@@ -15,7 +15,7 @@ from .ops import check_positions, position_rows, set_positions
 from .registry import MODELS
 
 _CELLS = {"gru": nn.GRU, "lstm": nn.LSTM, "relu": nn.RNN, "tanh": nn.RNN}
-_IMPLS = ("auto", "library", "elman")
+_IMPLS = ("auto", "library", "elman", "gru")
 
 
 class _ElmanScan(torch.autograd.Function):
@@ -56,10 +56,65 @@ class _ElmanScan(torch.autograd.Function):
         return dz, dw, None
 
 
+class _GRUScan(torch.autograd.Function):
+    """nn.GRU's recurrence over time-major a = x W_ih^T + b_ih (L, B, 3H), gates (r, z, n) in the
+    library's order, with h_{-1} = 0:
+        gh_t = h_{t-1} W_hh^T + b_hh,  r = σ(a_r + gh_r),  z = σ(a_z + gh_z),
+        n = tanh(a_n + r ⊙ gh_n),     h_t = (1 - z) ⊙ n + z ⊙ h_{t-1}.
+    The backward walks back in time for dh and forms dW_hh once, as one (3H, (L-1)·B) @
+    ((L-1)·B, H) product, where the library's backward adds one product of inner size B per
+    position (and a full-size gradient to the sum each time)."""
+
+    @staticmethod
+    def forward(a: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
+        L, B, H3 = a.shape
+        H = H3 // 3
+        h = a.new_empty(L, B, H)
+        r, z, n, ghn = (a.new_empty(L, B, H) for _ in range(4))  # kept for the backward
+        prev = a.new_zeros(B, H)
+        for t in range(L):
+            gh = torch.addmm(b, prev, w.t())                # (B, 3H)
+            ar, az, an = a[t].split(H, -1)
+            hr, hz, hn = gh.split(H, -1)
+            torch.sigmoid(ar + hr, out=r[t])
+            torch.sigmoid(az + hz, out=z[t])
+            ghn[t] = hn
+            torch.tanh(torch.addcmul(an, r[t], hn), out=n[t])
+            torch.addcmul(n[t], z[t], prev - n[t], out=h[t])  # (1 - z) n + z h_{t-1}
+            prev = h[t]
+        return h, r, z, n, ghn
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(inputs[1], *output)
+        ctx.mark_non_differentiable(*output[1:])
+
+    @staticmethod
+    def backward(ctx, gout: torch.Tensor, *_):
+        w, h, r, z, n, ghn = ctx.saved_tensors              # (3H, H), then (L, B, H) each
+        L, B, H = h.shape
+        gout = gout.contiguous()
+        da = h.new_empty(L, B, 3 * H)                        # dL/da_t
+        dgh = h.new_empty(L, B, 3 * H)                       # dL/dgh_t
+        carry = None                                         # dL/dh_t through h_{t+1}
+        for t in range(L - 1, -1, -1):
+            dh = gout[t] if carry is None else gout[t] + carry
+            prev = h[t - 1] if t else torch.zeros_like(dh)
+            dn = dh * (1 - z[t]) * (1 - n[t] * n[t])         # through tanh
+            dz = dh * (prev - n[t]) * z[t] * (1 - z[t])
+            dr = dn * ghn[t] * r[t] * (1 - r[t])
+            da[t] = torch.cat((dr, dz, dn), -1)
+            dgh[t] = torch.cat((dr, dz, dn * r[t]), -1)
+            if t:
+                carry = torch.addmm(dh * z[t], dgh[t], w)    # (B, H)
+        dw = dgh[1:].reshape(-1, 3 * H).t() @ h[:-1].reshape(-1, H)  # sum_t dgh_t^T h_{t-1}
+        return da, dw, dgh.sum((0, 1))
+
+
 class RNN(SeqModel):
-    """`impl` picks how a one-layer tanh / relu network runs on the CPU: 'auto' (the default)
-    takes `_ElmanScan` there (outside bf16 autocast) and the library (cuDNN) elsewhere;
-    'library' is nn.RNN always. The same parameters either way; an implementation switch, not
+    """`impl` picks how a one-layer tanh / relu network or GRU runs on the CPU: 'auto' (the default)
+    takes `_ElmanScan` / `_GRUScan` there (outside bf16 autocast) and the library (cuDNN) elsewhere;
+    'library' is nn.RNN / nn.GRU always. The same parameters either way; an implementation switch, not
     part of a run's identity."""
 
     stackable = False  # fused kernels win over a vmapped loop (see SeqModel.stackable)
@@ -84,28 +139,38 @@ class RNN(SeqModel):
         pos = position_rows(self, e.shape[1], e.shape[2])
         if pos is not None:
             e = e + pos
-        h = self._elman(e) if self._which(e) == "elman" else self.rnn(e)[0]  # (B, L, dirs*H)
+        which = self._which(e)
+        h = self.rnn(e)[0] if which == "library" else self._own(e, which)  # (B, L, dirs*H)
         return self.readout(h)
 
     def _which(self, e: torch.Tensor) -> str:
         check(self.impl in _IMPLS, "impl", f"must be one of {', '.join(_IMPLS)}, got {self.impl!r}")
-        fits = self.cell in ("tanh", "relu") and self.layers == 1 and e.shape[1] > 0
-        if self.impl == "elman":
-            check(fits, "impl", "'elman' runs a one-layer tanh or relu network on a non-empty sequence")
-            return "elman"
+        own = "elman" if self.cell in ("tanh", "relu") else "gru" if self.cell == "gru" else None
+        fits = own is not None and self.layers == 1 and e.shape[1] > 0
+        if self.impl in ("elman", "gru"):
+            check(fits and own == self.impl, "impl",
+                  f"'{self.impl}' runs a one-layer {'tanh or relu' if self.impl == 'elman' else 'GRU'} network "
+                  "on a non-empty sequence")
+            return self.impl
         cpu = e.device.type == "cpu" and not torch.is_autocast_enabled("cpu")  # bf16 autocast: the library's casts
-        return "elman" if self.impl == "auto" and fits and cpu else "library"
+        return own if self.impl == "auto" and fits and cpu and own else "library"
 
-    def _elman(self, e: torch.Tensor) -> torch.Tensor:
-        """nn.RNN's forward for one tanh / relu layer, with its own parameters, by `_ElmanScan`."""
+    def _own(self, e: torch.Tensor, which: str) -> torch.Tensor:
+        """The library's forward for one tanh / relu layer (`_ElmanScan`) or one GRU layer
+        (`_GRUScan`), with its own parameters."""
         e = e.transpose(0, 1)                             # (L, B, D)
         outs = []
         for d in range(self.dirs):
             sfx = "_reverse" if d else ""
             w_ih, w_hh = getattr(self.rnn, "weight_ih_l0" + sfx), getattr(self.rnn, "weight_hh_l0" + sfx)
-            b = getattr(self.rnn, "bias_ih_l0" + sfx) + getattr(self.rnn, "bias_hh_l0" + sfx)
-            a = torch.nn.functional.linear(e.flip(0) if d else e, w_ih, b)  # (L, B, H), reversed in time for d = 1
-            h = _ElmanScan.apply(a.contiguous(), w_hh, self.cell == "relu")  # (L, B, H)
+            b_ih, b_hh = getattr(self.rnn, "bias_ih_l0" + sfx), getattr(self.rnn, "bias_hh_l0" + sfx)
+            x = e.flip(0) if d else e                     # reversed in time for d = 1
+            if which == "gru":
+                a = torch.nn.functional.linear(x, w_ih, b_ih)  # (L, B, 3H)
+                h = _GRUScan.apply(a.contiguous(), w_hh, b_hh)[0]  # (L, B, H)
+            else:
+                a = torch.nn.functional.linear(x, w_ih, b_ih + b_hh)  # (L, B, H)
+                h = _ElmanScan.apply(a.contiguous(), w_hh, self.cell == "relu")  # (L, B, H)
             outs.append(h.flip(0) if d else h)
         return torch.cat(outs, -1).transpose(0, 1)        # (B, L, dirs*H)
 
