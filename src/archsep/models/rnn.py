@@ -11,7 +11,7 @@ from torch import nn
 from ..errors import check
 from ..tasks.base import TaskSpec
 from .base import ModelConfig, SeqModel, input_layer
-from .ops import check_positions, position_rows, set_positions
+from .ops import check_positions, position_rows, set_positions, under_vmap
 from .registry import MODELS
 
 _CELLS = {"gru": nn.GRU, "lstm": nn.LSTM, "relu": nn.RNN, "tanh": nn.RNN}
@@ -152,7 +152,8 @@ class RNN(SeqModel):
                   f"'{self.impl}' runs a one-layer {'tanh or relu' if self.impl == 'elman' else 'GRU'} network "
                   "on a non-empty sequence")
             return self.impl
-        cpu = e.device.type == "cpu" and not torch.is_autocast_enabled("cpu")  # bf16 autocast: the library's casts
+        # bf16 autocast: the library's casts; under vmap (stacked training): the library's batching rules
+        cpu = e.device.type == "cpu" and not torch.is_autocast_enabled("cpu") and not under_vmap(e)
         return own if self.impl == "auto" and fits and cpu and own else "library"
 
     def _own(self, e: torch.Tensor, which: str) -> torch.Tensor:
