@@ -1,7 +1,9 @@
 """One line per run of a store (a calibration's summary.txt): label, N, the task parameters and
 budgets the runs differ in, lr, status, the step of the best checkpoint, best validation accuracy,
 test accuracy (of that checkpoint), wall time; with `--curve K`, each run's validation accuracy at
-K evenly spaced evaluations under it (the learning curve a calibration is read from).
+K evenly spaced evaluations under it (the learning curve a calibration is read from). For a
+regression task (MSE): the samples to the threshold (or the budget, censored), the best held-out
+MSE and, with `--curve K`, the held-out MSE against samples.
 
     .venv/bin/python scripts/run_table.py OUT [--curve 8]
 """
@@ -12,6 +14,17 @@ import json
 import sys
 
 from archsep import load
+from archsep.tasks import TASKS
+
+
+def regression_line(r, curve_points: int, extra: str) -> None:
+    """A regression run: samples to the threshold (MSE below it) or to the budget, the best MSE."""
+    print(f"{r['label']:<22}{extra} lr={r['train.lr']:<7g} {r['status']:<9} threshold={r['train.threshold']:g} "
+          f"samples={int(r['samples'] or 0)} best_mse={r['best_metric']:.3f} wall={r['wall_s']:.0f}s")
+    if curve_points and isinstance(r.get("curve"), str):
+        curve = json.loads(r["curve"])  # [[samples, held-out MSE], ...]
+        picks = sorted({round(i * (len(curve) - 1) / max(1, curve_points - 1)) for i in range(curve_points)})
+        print("    " + "  ".join(f"{curve[i][0]}: {curve[i][1]:.3f}" for i in picks))
 
 
 def main() -> int:
@@ -25,6 +38,9 @@ def main() -> int:
     budgets = df["train.budget"].nunique() > 1
     df = df.sort_values(["label", "task_params.N", *varied, "train.lr", "train.budget"])
     for _, r in df.iterrows():
+        if TASKS.get(r["task"]).kind == "regression":
+            regression_line(r, a.curve, extra="".join(f" {c.split('.', 1)[1]}={r[c]}" for c in varied))
+            continue
         bs = int(r["train.batch_size"])
         best = int(r["best_samples"] or 0) // bs  # the step of the best checkpoint
         extra = "".join(f" {c.split('.', 1)[1]}={r[c]}" for c in varied)
