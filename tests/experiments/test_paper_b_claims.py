@@ -235,6 +235,9 @@ def test_figure_3_gap_of_an_arm_that_failed_its_control_has_no_verdict(rnn_censo
     claims = exp.analyze(rs, "quick").claims
     [control] = [c for c in claims if c.kind == "control"]
     assert control.held is held and "RNN" in control.text and "q = 1 and 2" in control.text
+    only_q1 = exp.analyze([r for r in rs if r.config["task_params"]["q"] == 1], "quick").claims
+    [partial] = [c for c in only_q1 if c.kind == "control"]  # q = 2 not run yet (--at 1)
+    assert partial.held is (False if rnn_censored_at_1 else None)
     gaps = {c.text.split("the ")[1].split("/")[0]: c for c in claims if c.kind == "gap"}
     assert gaps["RNN"].held is (True if held else None)
     assert gaps["RNN"].text.startswith("no verdict: RNN did not train here") is (not held)

@@ -86,13 +86,17 @@ class Fig3(SampleComplexityExperiment):
         return super().analyze(results, scale)
 
     def arm_control(self, arm: str, points: list[dict], thr: str, n: int) -> Claim:
-        """`arm` reaches MSE < thr in every run at the `n` smallest q it was run at."""
+        """`arm` reaches MSE < thr in every run at the `n` smallest q of the preset's scale; no
+        verdict while some of those q have no runs yet (e.g. `--at 1`) and none failed."""
         pts = sorted((p for p in points if p["arch"] == arm), key=lambda p: p["N"])[:n]
         cens, runs = sum(p["n_censored"] for p in pts), sum(p["n_runs"] for p in pts)
         at = " and ".join(str(p["N"]) for p in pts) or "none"
-        return Claim("control", f"control: {arm} reaches MSE < {thr} in every run at q = {at} "
-                                f"({cens} of {runs} run(s) censored)",
-                     len(pts) == n and cens == 0, {"arm": arm, "qs": [p["N"] for p in pts], "censored": cens})
+        text = (f"control: {arm} reaches MSE < {thr} in every run at its {n} smallest q (run: q = {at}; "
+                f"{cens} of {runs} run(s) censored)")
+        values = {"arm": arm, "qs": [p["N"] for p in pts], "censored": cens}
+        if cens == 0 and len(pts) < n:
+            return Claim("control", f"no verdict (not every q run yet): {text}", None, values)
+        return Claim("control", text, len(pts) == n and cens == 0, values)
 
     def model_params(self, arch, x: int) -> dict:
         p = dict(arch.params)
@@ -135,7 +139,7 @@ class Fig3(SampleComplexityExperiment):
             ratios = ", ".join(f"q={q}: {'>= ' if q in low else ''}{r:.2f}" for q, r in ratio.items())
             text = f"{head}the {worse}/TF gap grows with q: {sep.text()} (ratio of means {ratios})"
             control = arm_controls.get(worse)
-            if control is not None and not control.held:  # the arm did not train: its gap says nothing
+            if control is not None and control.held is False:  # the arm did not train: its gap says nothing
                 out.append(Claim("gap", f"no verdict: {worse} did not train here ({control.text}); {text}", None,
                                  {**sep.to_dict(), "ratios": ratio, "control": False}))
                 continue
