@@ -103,19 +103,15 @@ def main() -> int:
     print(f"from `archsep reproduce` to the store: {len(stops)} stops in {len(files)} files, "
           f"{len(climbs)} climbs back up, {returns} returns")
     on = [e for e in stops if (e[0], e[1]) in spine and (e[2], e[3]) in spine]
-    if a.edges:
-        print("the spine:")
-        for e in on:
-            print(f"  {Path(e[0]).relative_to(PKG)}:{e[1]} -> {Path(e[2]).relative_to(PKG)}:{e[3]}")
-    print(f"its spine (the calls on the stack at the commit): {len(on)} stops in {len({e[2] for e in on})} files, "
-          f"{sum(1 for e in on if e in climbs)} climbs back up")
     off = [e for e in stops if (e[0], e[1]) in spine]
-    if a.edges:
-        print("the spine's own calls:")
-        for e in off:
-            print(f"  {Path(e[0]).relative_to(PKG)}:{e[1]} -> {Path(e[2]).relative_to(PKG)}:{e[3]}")
-    print(f"the spine's own calls (every stop made from a function on the spine): {len(off)} stops in "
-          f"{len({e[2] for e in off})} files, {sum(1 for e in off if e in climbs)} climbs back up")
+    for name, what, part in (("its spine", "the calls on the stack at the commit", on),
+                             ("the spine's own calls", "every stop made from a function on the spine", off)):
+        if a.edges:
+            print(f"{name}:")
+            for e in part:
+                print(f"  {Path(e[0]).relative_to(PKG)}:{e[1]} -> {Path(e[2]).relative_to(PKG)}:{e[3]}")
+        print(f"{name} ({what}): {len(part)} stops in {len({e[2] for e in part})} files, "
+              f"{sum(1 for e in part if e in climbs)} climbs back up")
     return 0
 
 
