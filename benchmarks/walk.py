@@ -18,7 +18,9 @@ Only calls made before the first row is committed (`Store.add`) and the commit i
 
 It also counts the **spine**: the stops whose both ends were on the call stack when the run's row
 was committed (`Store.add`), i.e. the path a reader follows from the command to the commit
-without the side trips (checks, helpers, planning) that return before it.
+without the side trips (checks, helpers, planning) that return before it; and the **spine's own
+calls**: every stop made from a function on the spine, the functions a reader sees called while
+following the spine (each read once, not followed further).
 
     .venv/bin/python benchmarks/walk.py [--edges]
 """
