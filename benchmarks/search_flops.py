@@ -8,9 +8,9 @@ speed issue tracks; and the share of a run's time its evaluations take.
   and after, taking turns: `Before`) and the
   Transformer, at width 64, 1 and 2 layers, index lookup at each N (fixed lengths), batch 64,
   one thread, denormals flushed (as the engine trains): the median ms per training step (the
-  models taking turns on the same batches, `_steps.alternate_steps`), the step's FLOPs as the cost model counts them
-  (`engine.planning.step_flops`: forward and backward; the LSTM's recurrence added, which the
-  counter misses), their ratio (GFLOP/s) and that as a
+  models taking turns on the same batches, `_steps.alternate_steps`), the step's FLOPs as the
+  cost model counts them (`engine.planning.step_flops`: forward and backward; the LSTM's
+  recurrence added, which the counter misses), their ratio (GFLOP/s) and that as a
   fraction of a 256x256 fp32 matmul's rate on this core (the floor a small step could reach);
 - the ratios TF-(2,64) / LSTM-64 at N = 400, Mamba-64 / LSTM-64 at N = 200 and
   Mamba-(2,64) / LSTM-(2,64) at N = 20 (per step; `--ratios` prints only these), before and
@@ -80,9 +80,7 @@ def time_steps(cfgs: dict[str, RunConfig], steps: int, warmup: int, before: bool
         torch.manual_seed(0)
         m = c.model_config().build(task.spec)
         if before:
-            models[k + " before"] = old = Before(copy.deepcopy(m))
-            if c.arch != "mamba":  # a Mamba was not pruned before; the others were
-                old.model.prune_to_readout()
+            models[k + " before"] = Before(copy.deepcopy(m), c.arch)
         m.prune_to_readout()
         models[k] = m
     g = torch.Generator().manual_seed(0)
@@ -91,12 +89,15 @@ def time_steps(cfgs: dict[str, RunConfig], steps: int, warmup: int, before: bool
 
 
 class Before(nn.Module):
-    """A model as it ran before the speed issue's last changes: causal attention in one call of
-    the fused kernel (and a Mamba unpruned: `ratio_steps`)."""
+    """A model (of registry name `arch`) as it ran before the speed issue's last changes: causal
+    attention in one call of the fused kernel, and pruned to its readout unless it is a Mamba
+    (which was not pruned before; the others were)."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: nn.Module, arch: str):
         super().__init__()
         self.model = model
+        if arch != "mamba":
+            model.prune_to_readout()
 
     def forward(self, x):
         chunk, attention.CHUNK = attention.CHUNK, 1 << 30
@@ -114,9 +115,7 @@ def ratio_steps(x: RunConfig, y: RunConfig, steps: int, warmup: int) -> dict[str
         torch.manual_seed(0)
         models[k] = c.model_config().build(task.spec)
     torch.manual_seed(0)
-    models["x before"] = Before(x.model_config().build(task.spec))  # the same weights
-    if x.arch != "mamba":  # a Mamba was not pruned before; the others were
-        models["x before"].model.prune_to_readout()
+    models["x before"] = Before(x.model_config().build(task.spec), x.arch)  # the same weights
     models["x"].prune_to_readout()
     models["y"].prune_to_readout()
     g = torch.Generator().manual_seed(0)

@@ -38,12 +38,12 @@ def main() -> int:
     budgets = df["train.budget"].nunique() > 1
     df = df.sort_values(["label", "task_params.N", *varied, "train.lr", "train.budget"])
     for _, r in df.iterrows():
+        extra = "".join(f" {c.split('.', 1)[1]}={r[c]}" for c in varied)
         if TASKS.get(r["task"]).kind == "regression":
-            regression_line(r, a.curve, extra="".join(f" {c.split('.', 1)[1]}={r[c]}" for c in varied))
+            regression_line(r, a.curve, extra)
             continue
         bs = int(r["train.batch_size"])
         best = int(r["best_samples"] or 0) // bs  # the step of the best checkpoint
-        extra = "".join(f" {c.split('.', 1)[1]}={r[c]}" for c in varied)
         extra += f" steps={int(r['train.budget']) // bs}" if budgets else ""
         print(f"{r['label']:<12} N={int(r['task_params.N']):<4}{extra} lr={r['train.lr']:<7g} {r['status']:<9} "
               f"best_step={best:>6} best_val_acc={1 - r['best_metric']:.3f} test_acc={1 - r['test_metric']:.3f} "
