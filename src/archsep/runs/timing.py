@@ -60,6 +60,7 @@ CACHE_NAME = "step-costs.json"
 # longest of these (a step of a few hundred positions is far from its overhead-bound short end)
 TIMED_LENGTHS = 3
 
+
 def cores() -> int:
     """The cores this process may run on (its affinity, where the OS says; else every core): the
     one core count the runner, the timings and the cost model use."""
@@ -67,7 +68,6 @@ def cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
 
 
 def cost_key(cfg: RunConfig) -> str:
