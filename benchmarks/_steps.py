@@ -10,6 +10,12 @@ import torch
 
 from archsep.engine.stack import make_optimizer
 
+# what a step is timed with: wall time (an idle machine's), or `time.thread_time` (the CPU time of
+# the one thread torch computes in, set by a benchmark's `--clock thread`): on a machine whose
+# cores other work keeps busy, wall time counts the waits for a core; thread time does not (the
+# caches and memory that work shares still slow a step)
+clock: Callable[[], float] = time.perf_counter
+
 
 def alternate_steps(models: dict, task, batches: list, warmup: int) -> dict[str, list[float]]:
     """Seconds per training step (zero_grad, forward, loss, backward, AdamW step) of each model
@@ -18,12 +24,12 @@ def alternate_steps(models: dict, task, batches: list, warmup: int) -> dict[str,
     times: dict[str, list[float]] = {k: [] for k in models}
     for i, b in enumerate(batches):
         for k, m in models.items():
-            t = time.perf_counter()
+            t = clock()
             opts[k].zero_grad(set_to_none=True)
             task.loss(m(b.x), b).backward()
             opts[k].step()
             if i >= warmup:
-                times[k].append(time.perf_counter() - t)
+                times[k].append(clock() - t)
     return times
 
 

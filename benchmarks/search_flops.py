@@ -2,7 +2,7 @@
 one run, against the machine's own matmul rate measured in the same run; the step ratios the
 speed issue tracks; and the share of a run's time its evaluations take.
 
-    python benchmarks/search_flops.py [--Ns 20 50 100] [--steps 8] [--warmup 2]
+    python benchmarks/search_flops.py [--Ns 20 50 100] [--steps 8] [--warmup 2] [--ratios] [--clock thread]
 
 - per mixer of lookup-fig2's search (LSTM, Mamba, DSS = s4d, RetNet, linear attention; before
   and after, taking turns: `Before`) and the
@@ -27,6 +27,7 @@ import copy
 import statistics
 import time
 
+import _steps
 import torch
 from _steps import alternate_steps
 
@@ -150,7 +151,11 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--ratios", action="store_true", help="only the step ratios the speed issue tracks")
     ap.add_argument("--ratio-steps", type=int, default=8, help="timed steps per model for the ratios")
+    ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                    help="time steps by wall time (an idle machine) or by the thread's CPU time (a busy one)")
     a = ap.parse_args()
+    if a.clock == "thread":
+        _steps.clock = time.thread_time
     torch.set_num_threads(1)
     with flush_denormals():  # as the engine trains
         report(a)
@@ -158,7 +163,8 @@ def main() -> None:
 
 def report(a: argparse.Namespace) -> None:
     peak = matmul_gflops()
-    print(f"one thread; a 256x256 fp32 matmul runs at {peak:.1f} GFLOP/s on this core (measured now)")
+    print(f"one thread, steps timed by {a.clock} time; a 256x256 fp32 matmul runs at {peak:.1f} GFLOP/s on this "
+          "core (measured now)")
     print(f"{'N':>4} {'model':<14} {'before ms':>9} {'ms/step':>8} {'faster':>7} {'GFLOP/step':>11} {'GFLOP/s':>8} "
           f"{'of matmul':>10}")
     for N in [] if a.ratios else a.Ns:
