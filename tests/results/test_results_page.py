@@ -118,6 +118,34 @@ def test_the_protocol_blocks_list_each_transformer_vs_recurrent_claim_with_its_v
     assert with_block("no block here", tmp_path, doc) == "no block here"
 
 
+def test_the_lookup_block_sets_each_family_beside_itself_under_each_protocol(tmp_path):
+    """paper_a.md's lookup table: a row per family (LSTM-64 under same size and LSTM under the
+    search are one row), a column per scale and length, the control at the shortest length and
+    "below TF" with its verdict at the others, the numbers the claims hold."""
+    def control(label, mean, held):
+        return {"kind": "control", "text": f"control: {label} learns at N=20", "held": held,
+                "values": {"label": label, "N": 20, "mean": mean}}
+
+    def below(protocol, N, worse, a, b, held):
+        return {"kind": "ordering", "held": held, "values": {"N": N, worse: a, "TF-(1,64)": b, "protocol": protocol},
+                "text": f"[{protocol}] N={N}: {worse} below TF-(1,64): {a} vs {b}"}
+
+    for name, claims in (("lookup-fig2-cpu", [control("TF-(1,64)", 0.99, True), control("LSTM-64", 0.11, False),
+                                              below("same size", 100, "LSTM-64", 0.04, 0.95, None)]),
+                         ("lookup-fig2-search", [control("TF-(1,64)", 0.994, True), control("LSTM", 0.96, True),
+                                                 below("the paper's search", 50, "LSTM", 0.2, 0.98, True)])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps({"preset": "lookup-fig2", "claims": claims}))
+        (tmp_path / name / "PROVENANCE").write_text("command: archsep reproduce lookup-fig2\n")
+    text = with_block(f"{BEGIN.format('lookup-protocols')}\nOLD\n{END.format('lookup-protocols')}", tmp_path,
+                      "docs/paper_a.md")
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert "N = 20 | [same size (width 64)](results/lookup-fig2-cpu/), N = 100 | [the paper's search]" in rows[0]
+    assert rows[1:] == ["| TF-(1,64) | control held (99.0%) | 95.0% | control held (99.4%) | 98.0% |",
+                        "| LSTM | control did not hold (11.0%) | 4.0%: below TF no verdict | control held (96.0%) | "
+                        "20.0%: below TF held |"]
+
+
 NUMBER = re.compile(r"(?<![\w.\-])(\d+\.\d+%?|\d+%)")
 
 
