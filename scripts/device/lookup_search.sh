@@ -6,7 +6,9 @@
 # the runs in flight; the next call (on this or another machine) starts from the runs brought home
 # (FROM=the jsonl, copied into the working tree). A promoted trial that finished on another machine
 # trains again from step 0 there (its kept end does not travel), to the same numbers.
-# SCALE=search-paper runs the paper's bounds for LSTM and DSS instead (AT=20 first: their controls).
+# SCALE=search-paper runs the paper's bounds for LSTM and DSS instead (AT=20 first: their controls);
+# SCALE=search-steps the reduced search's space for them with the paper's 250k steps (FROM= the
+# reduced search's runs, so that its first three rungs are reused).
 # Usage, on the device machine, from the repository root:
 #   AT=200 bash scripts/device/lookup_search.sh 480
 #   SCALE=search-paper AT=20 bash scripts/device/lookup_search.sh 480
