@@ -104,3 +104,81 @@ def test_the_lookup_search_prices_itself_before_anything_runs(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "a search over 5 arm(s) x 1 cell(s): 12 trials per arm and cell, rungs at [1000, 4000, 16000]" in r.stdout
     assert "at most [12, 3, 1] trials trained at each" in r.stdout and not (tmp_path / "o").exists()
+
+
+def test_the_lookup_search_steps_scale_goes_on_from_the_searchs_own_runs():
+    """search-steps is the reduced search for LSTM and DSS with its rungs continued to the paper's
+    250k steps: the same trials, and its first three rungs are the search's runs (same ids), so a
+    store holding the search trains only the steps past 16k; the calibration files beside the
+    results are parts of it (the same ids)."""
+    from archsep.experiments.size_search import search_sweep
+    from archsep.sweeps.file import load_file
+
+    def ids(s, rungs):
+        return {s.cells[c].label: [s.config(c, t, r).run_id for t in range(len(s.cells[c].flats)) for r in rungs]
+                for c in range(len(s.cells))}
+
+    search = search_sweep("lookup-fig2", "search", LookupFig2.search, [20]).search
+    steps = search_sweep("lookup-fig2", "search-steps", LookupFig2.search_steps, [20]).search
+    assert steps.steps == (1000, 4000, 16000, 64000, 250000) and search.steps == steps.steps[:3]
+    old, new = ids(search, range(3)), ids(steps, range(3))
+    assert set(new) == {"TF-(1,64)", "LSTM", "DSS"}
+    assert all(new[k] == old[k] for k in ("LSTM", "DSS"))
+    later = {i for v in ids(steps, range(3, 5)).values() for i in v}
+    assert not later & {i for v in old.values() for i in v}  # a longer rung is a run of its own
+    root = Path(__file__).resolve().parents[2] / "docs" / "results" / "lookup-search-calibration"
+    for name in ("search-steps-lstm.toml", "sweep-dss.toml"):
+        part = load_file(root / name).search
+        mine = ids(part, range(len(part.steps)))
+        for label, run_ids in mine.items():
+            assert set(run_ids) <= set(ids(steps, range(5))[label]), (name, label)
+
+
+def _dyck_search_claims(acc: dict, swaps: dict | None = None, Ns=(20, 50, 100, 200, 400)) -> dict:
+    """dyck-fig2 --scale search's claims on its winners' cells: test accuracy acc[(label, N)]
+    (default 0.999) and type-swaps accuracy swaps[(label, N)] (default the same), three seeds
+    with a small spread; the depth counter's baseline 0.95 at every N. {claim text: claim}."""
+    exp = EXPERIMENTS.get("dyck-fig2")()
+    s = exp.search
+    cells = [{"label": lab, "N": N, "width": 0, "seed": k, "best_lr": 1e-3,
+              "test_acc": min(1.0, acc.get((lab, N), 0.999) + 0.002 * (k - 1)),
+              "extra_acc": {"type-swaps": min(1.0, (swaps or {}).get((lab, N), acc.get((lab, N), 0.999))
+                                               + 0.002 * (k - 1))}}
+             for lab in s.families for N in Ns for k in range(3)]
+    data = {"cells": cells, "Ns": list(Ns), "baselines": [{"variant": "", "N": N, "best_acc": 0.95} for N in Ns],
+            "protocol": SEARCH, "winners": [],
+            "search": {"trials": 5, "steps": [1000, 5000, 20000], "keep": 0.5, "seed": 0}}
+    return {c.text.split("] ", 1)[1]: c for c in exp.claims_of(data, "search")}
+
+
+def test_the_dyck_search_states_the_papers_width_bound_and_each_claim_can_fail():
+    """The paper's Dyck statements on the search's winners: held on results that show them; each
+    fails on a result that contradicts it (TF-(1,256) no better than the LSTM beyond 100, or no
+    better than TF-(1,64) at 100, or at the depth counter's level up to 100; a recogniser that
+    does not read bracket types), and a claim on an arm whose control failed has no verdict."""
+    short = {("TF-(1,64)", N): 0.6 for N in (50, 100, 200, 400)} | {("TF-(1,256)", N): 0.6 for N in (200, 400)}
+    good = _dyck_search_claims(short)
+    assert all(c.held for c in good.values()), [t for t, c in good.items() if not c.held]
+    kinds = sorted(c.kind for c in good.values())
+    assert kinds.count("control") == 5 and kinds.count("ordering") == 3
+    assert "N=400: TF-(1,256) below LSTM-64: 60.0% (upper end 60.5%) vs 99.9% (lower end 99.5%)" in good
+    assert "N=100: TF-(1,64) below TF-(1,256): 60.0% (upper end 60.5%) vs 99.9% (lower end 99.5%)" in good
+    assert all(c.values["protocol"] == SEARCH for c in good.values())
+
+    def held(claims, start):
+        [c] = [c for t, c in claims.items() if t.startswith(start)]
+        return c.held
+
+    flat = _dyck_search_claims({**short, ("TF-(1,256)", 200): 0.999, ("TF-(1,256)", 400): 0.999})
+    assert held(flat, "N=400: TF-(1,256) below LSTM-64") is False  # no width bound beyond 100
+    narrow = _dyck_search_claims({**short, ("TF-(1,64)", 100): 0.999})
+    assert held(narrow, "N=100: TF-(1,64) below TF-(1,256)") is False
+    counter = _dyck_search_claims({**short, ("TF-(1,256)", 100): 0.95})  # the depth counter's level
+    assert held(counter, "N=100: TF-(1,256) above the best trivial baseline") is False
+    blind = _dyck_search_claims(short, {("LSTM-64", 400): 0.0})
+    assert held(blind, "N=400: LSTM-64 reads bracket types") is False
+    untrained = _dyck_search_claims({**short, ("TF-(1,256)", 20): 0.5})
+    assert held(untrained, "control: TF-(1,256) learns") is False
+    blamed = [c.held for t, c in untrained.items() if t.startswith("no verdict: TF-(1,256) did not train here")]
+    # above the baseline at 50 and 100, below the LSTM at 200 and 400, reading types at 20 and 100
+    assert len(blamed) == 6 and set(blamed) == {None}
