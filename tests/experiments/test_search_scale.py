@@ -134,21 +134,32 @@ def test_the_lookup_search_steps_scale_goes_on_from_the_searchs_own_runs():
             assert set(run_ids) <= set(ids(steps, range(5))[label]), (name, label)
 
 
-def _dyck_search_claims(acc: dict, swaps: dict | None = None, Ns=(20, 50, 100, 200, 400)) -> dict:
-    """dyck-fig2 --scale search's claims on its winners' cells: test accuracy acc[(label, N)]
-    (default 0.999) and type-swaps accuracy swaps[(label, N)] (default the same), three seeds
-    with a small spread; the depth counter's baseline 0.95 at every N. {claim text: claim}."""
-    exp = EXPERIMENTS.get("dyck-fig2")()
+def _search_claims(preset: str, acc: dict, extra: dict | None = None, Ns=(20, 50, 100, 200, 400),
+                   test: str = "type-swaps", base: float = 0.95) -> dict:
+    """`preset` --scale search's claims on its winners' cells: test accuracy acc[(label, N)]
+    (default 0.999) and accuracy on the extra test set `test` extra[(label, N)] (default the
+    same), three seeds with a small spread; the best trivial baseline `base` at every N and
+    variant. {claim text without its protocol: claim}."""
+    exp = EXPERIMENTS.get(preset)()
     s = exp.search
     cells = [{"label": lab, "N": N, "width": 0, "seed": k, "best_lr": 1e-3,
               "test_acc": min(1.0, acc.get((lab, N), 0.999) + 0.002 * (k - 1)),
-              "extra_acc": {"type-swaps": min(1.0, (swaps or {}).get((lab, N), acc.get((lab, N), 0.999))
-                                               + 0.002 * (k - 1))}}
+              "extra_acc": {test: min(1.0, (extra or {}).get((lab, N), acc.get((lab, N), 0.999)) + 0.002 * (k - 1))}}
              for lab in s.families for N in Ns for k in range(3)]
-    data = {"cells": cells, "Ns": list(Ns), "baselines": [{"variant": "", "N": N, "best_acc": 0.95} for N in Ns],
-            "protocol": SEARCH, "winners": [],
+    variants = {lab.split("[")[-1].rstrip("]") if "[" in lab else "" for lab in s.families}
+    data = {"cells": cells, "Ns": list(Ns), "protocol": SEARCH, "winners": [],
+            "baselines": [{"variant": v, "N": N, "best_acc": base} for v in variants for N in Ns],
             "search": {"trials": 5, "steps": [1000, 5000, 20000], "keep": 0.5, "seed": 0}}
     return {c.text.split("] ", 1)[1]: c for c in exp.claims_of(data, "search")}
+
+
+def _dyck_search_claims(acc: dict, swaps: dict | None = None) -> dict:
+    return _search_claims("dyck-fig2", acc, swaps)
+
+
+def _held(claims: dict, start: str) -> bool | None:
+    [c] = [c for t, c in claims.items() if t.startswith(start)]
+    return c.held
 
 
 def test_the_dyck_search_states_the_papers_width_bound_and_each_claim_can_fail():
@@ -165,20 +176,60 @@ def test_the_dyck_search_states_the_papers_width_bound_and_each_claim_can_fail()
     assert "N=100: TF-(1,64) below TF-(1,256): 60.0% (upper end 60.5%) vs 99.9% (lower end 99.5%)" in good
     assert all(c.values["protocol"] == SEARCH for c in good.values())
 
-    def held(claims, start):
-        [c] = [c for t, c in claims.items() if t.startswith(start)]
-        return c.held
-
     flat = _dyck_search_claims({**short, ("TF-(1,256)", 200): 0.999, ("TF-(1,256)", 400): 0.999})
-    assert held(flat, "N=400: TF-(1,256) below LSTM-64") is False  # no width bound beyond 100
+    assert _held(flat, "N=400: TF-(1,256) below LSTM-64") is False  # no width bound beyond 100
     narrow = _dyck_search_claims({**short, ("TF-(1,64)", 100): 0.999})
-    assert held(narrow, "N=100: TF-(1,64) below TF-(1,256)") is False
+    assert _held(narrow, "N=100: TF-(1,64) below TF-(1,256)") is False
     counter = _dyck_search_claims({**short, ("TF-(1,256)", 100): 0.95})  # the depth counter's level
-    assert held(counter, "N=100: TF-(1,256) above the best trivial baseline") is False
+    assert _held(counter, "N=100: TF-(1,256) above the best trivial baseline") is False
     blind = _dyck_search_claims(short, {("LSTM-64", 400): 0.0})
-    assert held(blind, "N=400: LSTM-64 reads bracket types") is False
+    assert _held(blind, "N=400: LSTM-64 reads bracket types") is False
     untrained = _dyck_search_claims({**short, ("TF-(1,256)", 20): 0.5})
-    assert held(untrained, "control: TF-(1,256) learns") is False
+    assert _held(untrained, "control: TF-(1,256) learns") is False
     blamed = [c.held for t, c in untrained.items() if t.startswith("no verdict: TF-(1,256) did not train here")]
     # above the baseline at 50 and 100, below the LSTM at 200 and 400, reading types at 20 and 100
     assert len(blamed) == 6 and set(blamed) == {None}
+
+
+def test_the_equality_search_tests_order_not_counting_and_each_claim_can_fail():
+    """eq-random: TF-(2,64) above counting and reading the order on the same-counts negatives at
+    every length, the recurrent arms below it beyond 100 and reading the order where they are
+    controlled; eq-one: every arm doing well. A Transformer that only counts (the same-counts set
+    at chance) fails "reads the order"; a recurrent arm as good as the TF at 200 is not below it; an
+    eq-one arm that falls off fails; an arm whose control failed gets no verdict. A winner's cell
+    is its variant's (the baselines it is read against)."""
+    Ns, rnn = (20, 100, 200), ("LSTM-64 [eq-random]", "Mamba-64 [eq-random]")
+    short = {(lab, N): 0.5 for lab in rnn for N in (100, 200)}
+    good = _search_claims("equality-fig4", short, Ns=Ns, test="same-counts", base=0.9)
+    assert all(c.held for c in good.values()), [t for t, c in good.items() if not c.held]
+    assert sorted(c.kind for c in good.values()).count("ordering") == 2  # N = 200 only: beyond 100
+    assert _held(good, "N=200: TF-(2,64) [eq-random] reads the order") is True
+    counts = _search_claims("equality-fig4", short, {("TF-(2,64) [eq-random]", 200): 0.5}, Ns=Ns, test="same-counts",
+                            base=0.9)
+    assert _held(counts, "N=200: TF-(2,64) [eq-random] reads the order") is False
+    equal = _search_claims("equality-fig4", {**short, ("LSTM-64 [eq-random]", 200): 0.999}, Ns=Ns,
+                           test="same-counts", base=0.9)
+    assert _held(equal, "N=200: LSTM-64 [eq-random] below TF-(2,64) [eq-random]") is False
+    falls = _search_claims("equality-fig4", {**short, ("Mamba-64 [eq-one]", 200): 0.6}, Ns=Ns, test="same-counts",
+                           base=0.9)
+    assert _held(falls, "N=200: Mamba-64 [eq-one] reaches") is False
+    dead = _search_claims("equality-fig4", {**short, ("LSTM-64 [eq-random]", 20): 0.6}, Ns=Ns, test="same-counts",
+                          base=0.9)
+    [o] = [c for t, c in dead.items() if "N=200: LSTM-64 [eq-random] below TF-(2,64) [eq-random]" in t]
+    assert o.held is None and o.text.split("] ", 1)[1].startswith("no verdict: LSTM-64 [eq-random] did not train")
+    from archsep.experiments.size_search import search_sweep
+
+    exp = EXPERIMENTS.get("equality-fig4")()
+    search = search_sweep("equality-fig4", "search", exp.search, [20]).search
+
+    class FirstTrialWins:  # a walk whose every cell is finished, its first trial the winner
+        incomplete: set = set()
+
+        @staticmethod
+        def winner(c):
+            return 0
+
+    cells = exp.winner_cells(search, FirstTrialWins())
+    assert {(c.label, c.variant) for c in cells} == {(f"{a} [{v}]", v) for a in ("TF-(2,64)", "LSTM-64", "Mamba-64")
+                                                     for v in ("eq-random", "eq-one")}
+    assert all(c.runs[0].task_params["variant"] == c.variant for c in cells) and len(cells) == 18

@@ -217,8 +217,10 @@ class SizeExperiment(SizeClaims, Experiment):
 
     @staticmethod
     def winner_cells(search, w) -> list[Cell]:
-        """A search scale's cells: each family's winner and the arm not searched, at every seed."""
-        return [Cell(lab, N, width, seed, (cfg,), lab)
+        """A search scale's cells: each family's winner and the arm not searched, at every seed; an
+        arm of a task variant (its `variant` task parameter, e.g. equality's eq-one) is that
+        variant's cell, read against that variant's baselines."""
+        return [Cell(lab, N, width, seed, (cfg,), lab, str(cfg.task_params.get("variant", "")))
                 for lab, N, width, seed, cfg in size_search.winner_runs(search, w)]
 
     def planned_cells(self, scale: str) -> list[Cell]:
