@@ -11,6 +11,7 @@ declared architecture; each claim names its protocol, the search and the winner 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,29 @@ if TYPE_CHECKING:
     from ..config import RunConfig
 
 SAME_SIZE, SEARCH = "same size", "the paper's search"
+# the training protocol every preset's search shares (the fair protocol's): validation every 250
+# steps on 1000 examples, stop at 99%, the best checkpoint's test accuracy on 2000
+LRS = [1e-2, 3e-3, 1e-3, 3e-4, 1e-4]  # the searches' learning rates: the paper's log grid from 1e-2, to 1e-4
+PROTOCOL = ('weight_decay = 0.0, threshold = 0.01000000000100001, eval_every = 250, eval_size = 1000, '
+            'eval_mode = "every", keep_best = true, test_size = 2000')
+
+
+def search_text(name: str, task: str, arms: list[tuple[str, str]], steps: list[int], keep: float, trials: int,
+                axes: dict[str, list], own: dict[str, dict[str, list]]) -> str:
+    """A preset's search as sweep-file text (`SearchScale.text`): `task` at N = 20 (the scale's
+    lengths replace it), 3 seeds, `PROTOCOL`; `arms` as (label, its TOML lines), in order; the
+    search's rungs `steps`, `keep`, `trials` and seed 0; `axes` searched in every arm named in
+    `own`, each with its own axes besides ({} for none). Values are written as JSON, which is
+    TOML for lists of numbers and strings."""
+    def table(d: dict[str, list]) -> str:
+        return "".join(f'"{k}" = {json.dumps(v)}\n' for k, v in d.items())
+
+    return (f'\nname = "{name}"\nseeds = 3\n[base]\ntask = "{task}"\ntask_params = {{ N = 20 }}\n'
+            f"train = {{ {PROTOCOL} }}\n"
+            + "".join(f'[[arms]]\nlabel = "{label}"\n{body}\n' for label, body in arms)
+            + f"[search]\nsteps = {json.dumps(steps)}\nkeep = {keep}\ntrials = {trials}\nseed = 0\n"
+            + "[search.axes]\n" + table(axes)
+            + "".join(f"[search.arms.{json.dumps(label)}]\n" + table(mine) for label, mine in own.items()))
 
 
 @dataclass(frozen=True)

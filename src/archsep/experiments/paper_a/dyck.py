@@ -5,53 +5,24 @@ from __future__ import annotations
 from ...results import Claim
 from ..base import EXPERIMENTS
 from ..size import NOT_FAIR_FULL, SizeExperiment, SizeScale, lstm, mamba, pct, tf
-from ..size_search import SearchScale
+from ..size_search import LRS, SearchScale, search_text
 
-_TF = 'arch = "tf-preln"\nmodel_params = {{ heads = 4, layers = {}, positions = "learned", causal = true, width = {} }}'
+def _tf(layers: int, width: int) -> str:
+    return (f'arch = "tf-preln"\nmodel_params = {{ heads = 4, layers = {layers}, positions = "learned", causal = true, '
+            f'width = {width} }}')
+
+
+_ARMS = [("TF-(1,64)", _tf(1, 64)), ("TF-(1,256)", _tf(1, 256)), ("TF-(2,64)", _tf(2, 64)),
+         ("LSTM-64", 'arch = "lstm"\nmodel_params = { layers = 1, hidden = 64 }'),
+         ("Mamba-64", 'arch = "mamba"\nmodel_params = { layers = 1, width = 64 }')]
 # "the paper's search" on Dyck (issue 54): the five arms at the paper's sizes, each its best of a
 # search over the learning rate on a log grid from 1e-2, successive halving at 1k, 5k and 20k steps
 # keeping half, chosen on validation, the winner with 3 seeds; the same search for every arm (the
 # Transformers too: at the cpu scale's 2000 steps none trained at N = 100). The cpu scale's
 # protocol otherwise, its validation every 250 steps. Its 20k-step rung runs are the Dyck
 # calibration's runs (docs/results/dyck-controls/sweep.toml: the same configs, the same ids).
-SEARCH = f"""
-name = "dyck-fig2-search"
-seeds = 3
-[base]
-task = "dyck"
-task_params = {{ N = 20 }}
-train = {{ weight_decay = 0.0, threshold = 0.01000000000100001, eval_every = 250, eval_size = 1000, \
-eval_mode = "every", keep_best = true, test_size = 2000 }}
-[[arms]]
-label = "TF-(1,64)"
-{_TF.format(1, 64)}
-[[arms]]
-label = "TF-(1,256)"
-{_TF.format(1, 256)}
-[[arms]]
-label = "TF-(2,64)"
-{_TF.format(2, 64)}
-[[arms]]
-label = "LSTM-64"
-arch = "lstm"
-model_params = {{ layers = 1, hidden = 64 }}
-[[arms]]
-label = "Mamba-64"
-arch = "mamba"
-model_params = {{ layers = 1, width = 64 }}
-[search]
-steps = [1000, 5000, 20000]
-keep = 0.5
-trials = 5
-seed = 0
-[search.axes]
-"train.lr" = [1e-2, 3e-3, 1e-3, 3e-4, 1e-4]
-[search.arms."TF-(1,64)"]
-[search.arms."TF-(1,256)"]
-[search.arms."TF-(2,64)"]
-[search.arms.LSTM-64]
-[search.arms.Mamba-64]
-"""
+SEARCH = search_text("dyck-fig2-search", "dyck", _ARMS, [1000, 5000, 20000], 0.5, 5,
+                     {"train.lr": LRS}, {label: {} for label, _ in _ARMS})
 
 
 @EXPERIMENTS.register("dyck-fig2")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...results import Claim
 from ..base import EXPERIMENTS
 from ..size import NOT_FAIR_FULL, SizeExperiment, SizeScale, lstm, mamba, pct, tf
-from ..size_search import SearchScale
+from ..size_search import LRS, SearchScale, search_text
 
 VARIANTS = (("eq-random", {"variant": "eq-random"}), ("eq-one", {"variant": "eq-one"}))
 _ARMS = (("TF-(2,64)", 'arch = "tf-preln"\nmodel_params = { heads = 4, layers = 2, positions = "learned", '
@@ -16,23 +16,10 @@ _ARMS = (("TF-(2,64)", 'arch = "tf-preln"\nmodel_params = { heads = 4, layers = 
 # arm (an architecture on a variant) its best of a search over the learning rate (1e-2 down to
 # 1e-4), successive halving at 1k, 5k and 20k steps keeping half, chosen on validation, the winner
 # with 3 seeds; the cpu scale's protocol otherwise, validation every 250 steps
-SEARCH = """
-name = "equality-fig4-search"
-seeds = 3
-[base]
-task = "equality"
-task_params = { N = 20 }
-train = { weight_decay = 0.0, threshold = 0.01000000000100001, eval_every = 250, eval_size = 1000, \
-eval_mode = "every", keep_best = true, test_size = 2000 }
-""" + "".join(f'[[arms]]\nlabel = "{lab} [{v}]"\n{arm}\ntask_params = {{ variant = "{v}" }}\n'
-              for v, _ in VARIANTS for lab, arm in _ARMS) + """[search]
-steps = [1000, 5000, 20000]
-keep = 0.5
-trials = 5
-seed = 0
-[search.axes]
-"train.lr" = [1e-2, 3e-3, 1e-3, 3e-4, 1e-4]
-""" + "".join(f'[search.arms."{lab} [{v}]"]\n' for v, _ in VARIANTS for lab, _ in _ARMS)
+_VARIANT_ARMS = [(f"{lab} [{v}]", f'{arm}\ntask_params = {{ variant = "{v}" }}')
+                 for v, _ in VARIANTS for lab, arm in _ARMS]
+SEARCH = search_text("equality-fig4-search", "equality", _VARIANT_ARMS, [1000, 5000, 20000], 0.5, 5, {"train.lr": LRS},
+                     {label: {} for label, _ in _VARIANT_ARMS})
 
 
 @EXPERIMENTS.register("equality-fig4")
