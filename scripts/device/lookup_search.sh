@@ -8,7 +8,9 @@
 # trains again from step 0 there (its kept end does not travel), to the same numbers.
 # SCALE=search-paper runs the paper's bounds for LSTM and DSS instead (AT=20 first: their controls);
 # SCALE=search-steps the reduced search's space for them with the paper's 250k steps (FROM= the
-# reduced search's runs, so that its first three rungs are reused).
+# reduced search's runs, so that its first three rungs are reused). PRESET=dyck-fig2 or
+# PRESET=equality-fig4 runs that preset's search scale instead (issue 54), e.g.
+#   PRESET=dyck-fig2 AT=200 bash scripts/device/lookup_search.sh 480
 # Usage, on the device machine, from the repository root:
 #   AT=200 bash scripts/device/lookup_search.sh 480
 #   SCALE=search-paper AT=20 bash scripts/device/lookup_search.sh 480
@@ -34,7 +36,7 @@ save() {
 if [ -n "${FROM:-}" ]; then
   $PY -m archsep import "$FROM" --out "$W/s" > "$OUT/import.log" 2>&1 || { cat "$OUT/import.log"; exit 1; }
 fi
-timeout "$T" $PY -m archsep reproduce lookup-fig2 --scale "${SCALE:-search}" --at "${AT:-200}" --device "$DEV" \
+timeout "$T" $PY -m archsep reproduce "${PRESET:-lookup-fig2}" --scale "${SCALE:-search}" --at "${AT:-200}" --device "$DEV" \
   --workers "${WORKERS:-2}" --no-progress --out "$W/s" > "$OUT/search.log" 2>&1 &
 P=$!
 n=0
