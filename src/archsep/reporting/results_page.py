@@ -19,6 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..analysis.size import accuracy_table as accuracy_table_of
+from ..analysis.size import size_points
 from ..results import Claim
 
 PAGE = "README.md"
@@ -280,25 +281,30 @@ def _family(label: str) -> str:
 def lookup_protocols(root: Path, link: str) -> list[str]:
     """paper_a.md's second block: index lookup family by family, a column per scale and length
     done: at each scale's shortest length the family's control (held or not, its mean), at the
-    others its mean and the verdict of "below TF-(1,64)" there (the Transformer: its mean)."""
+    others its mean test accuracy over seeds, with the verdict of "below TF-(1,64)" where the
+    scale claims it (the Transformer: its mean)."""
     cols: list[tuple[str, str, int]] = []  # (folder, protocol, N)
     cells: dict[tuple[str, int], dict[str, str]] = defaultdict(dict)
+    order: dict[str, None] = {}  # the families in the order the scales' controls name them
     for name, protocol in LOOKUP:
         if not (root / name / "summary.json").is_file():
             continue
-        claims = load(root / name).get("claims") or []
+        d = load(root / name)
+        claims = d.get("claims") or []
         controls = [c for c in claims if c.get("kind") == "control" and "label" in (c.get("values") or {})]
-        Ns = sorted({int(c["values"]["N"]) for c in controls})
-        below = [c for c in versus_claims(root) if c["folder"] == name]
-        Ns += sorted({c["N"] for c in below} - set(Ns))
+        means = {(p["label"], p["N"]): p["mean"] for p in size_points(d.get("cells") or [])}
+        Ns = sorted({int(N) for _, N in means})
         cols += [(name, protocol, N) for N in Ns]
+        for (label, N), m in means.items():
+            cells[(name, int(N))][_family(label)] = pct(m)
         for c in controls:
             v = c["values"]
+            order[_family(v["label"])] = None
             cells[(name, int(v["N"]))][_family(v["label"])] = f"control {verdict(c)} ({pct(v.get('mean'))})"
-        for c in below:
-            cells[(name, c["N"])][_family(c["worse"])] = f"{pct(c['means'][0])}: below TF {c['verdict']}"
-            cells[(name, c["N"])].setdefault(_family(c["better"]), pct(c["means"][1]))
-    families = list(dict.fromkeys(f for col in cells.values() for f in col))
+        for c in versus_claims(root):
+            if c["folder"] == name:
+                cells[(name, c["N"])][_family(c["worse"])] = f"{pct(c['means'][0])}: below TF {c['verdict']}"
+    families = list(dict.fromkeys([*order, *(f for col in cells.values() for f in col)]))
     families.sort(key=lambda f: not f.startswith("TF"))  # the Transformer first
     out = ["| family | " + " | ".join(f"[{p}]({link}{n}/), N = {N}" for n, p, N in cols) + " |",
            "|---|" + "---|" * len(cols)]
