@@ -52,7 +52,8 @@ def search_text(name: str, task: str, arms: list[tuple[str, str]], steps: list[i
 @dataclass(frozen=True)
 class SearchScale:
     """The sweep file of a search (TOML text, its grid left out) at lengths `Ns`; `tf` names
-    the arm that is not searched (the Transformer at the paper's size)."""
+    the arm that is not searched (the Transformer at the paper's size; "" where every arm is
+    searched, as on Dyck and equality, whose Transformers are arms of the comparison too)."""
 
     text: str
     Ns: tuple[int, ...]

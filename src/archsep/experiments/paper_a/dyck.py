@@ -7,6 +7,7 @@ from ..base import EXPERIMENTS
 from ..size import NOT_FAIR_FULL, SizeExperiment, SizeScale, lstm, mamba, pct, tf
 from ..size_search import LRS, SearchScale, search_text
 
+
 def _tf(layers: int, width: int) -> str:
     return (f'arch = "tf-preln"\nmodel_params = {{ heads = 4, layers = {layers}, positions = "learned", causal = true, '
             f'width = {width} }}')
