@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from ..config import RunConfig
 
 SAME_SIZE, SEARCH = "same size", "the paper's search"
+LRS = [1e-2, 3e-3, 1e-3, 3e-4, 1e-4]  # the searches' learning rates: the paper's log grid from 1e-2, to 1e-4
 # the training protocol every preset's search shares (the fair protocol's): validation every 250
 # steps on 1000 examples, stop at 99%, the best checkpoint's test accuracy on 2000
-LRS = [1e-2, 3e-3, 1e-3, 3e-4, 1e-4]  # the searches' learning rates: the paper's log grid from 1e-2, to 1e-4
 PROTOCOL = ('weight_decay = 0.0, threshold = 0.01000000000100001, eval_every = 250, eval_size = 1000, '
             'eval_mode = "every", keep_best = true, test_size = 2000')
 

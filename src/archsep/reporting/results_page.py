@@ -286,6 +286,7 @@ def lookup_protocols(root: Path, link: str) -> list[str]:
     cols: list[tuple[str, str, int]] = []  # (folder, protocol, N)
     cells: dict[tuple[str, int], dict[str, str]] = defaultdict(dict)
     order: dict[str, None] = {}  # the families in the order the scales' controls name them
+    versus = versus_claims(root)
     for name, protocol in LOOKUP:
         if not (root / name / "summary.json").is_file():
             continue
@@ -301,7 +302,7 @@ def lookup_protocols(root: Path, link: str) -> list[str]:
             v = c["values"]
             order[_family(v["label"])] = None
             cells[(name, int(v["N"]))][_family(v["label"])] = f"control {verdict(c)} ({pct(v.get('mean'))})"
-        for c in versus_claims(root):
+        for c in versus:
             if c["folder"] == name:
                 cells[(name, c["N"])][_family(c["worse"])] = f"{pct(c['means'][0])}: below TF {c['verdict']}"
     families = list(dict.fromkeys([*order, *(f for col in cells.values() for f in col)]))

@@ -47,7 +47,7 @@ class EqualityFig4(SizeExperiment):
     cpu = SizeScale(Ns=(20, 200), archs=(tf(2, (64,)), lstm((64,))), lrs=(3e-4,), steps=20_000,
                     eval_every=250, val_size=1000, test_size=2000, seeds=3, variants=VARIANTS)
     search = SearchScale(SEARCH, Ns=(20, 100, 200, 400), tf="",
-                         families=tuple(f"{lab} [{v}]" for v, _ in VARIANTS for lab, _ in _ARMS))
+                         families=tuple(label for label, _ in _VARIANT_ARMS))
     scales = ("quick", "cpu", "search", "full")
 
     def claims(self, table: dict, s: SizeScale | SearchScale) -> list[Claim]:
@@ -85,7 +85,6 @@ class EqualityFig4(SizeExperiment):
         out += list(controls.values())
         out += [self.reaches(f"{lab} [eq-one]", hi, controls[lab]) for lab in names]
         return out
-
 
     def search_claims(self, s: SearchScale) -> list[Claim]:
         """Paper A's equality statements on each arm's winner. eq-random: every arm's control at
