@@ -37,9 +37,10 @@ class NativeScan(torch.autograd.Function):
     """`FusedScan`'s recurrence with the skip and the gate, (y + D u) * silu(z), in C
     (`models/kernels/selective_scan.c`, compiled on first use by `native.library`): per sequence, its
     whole (N, E) state stays in cache, each position is one vectorised pass over it, and exp is
-    a branch-free polynomial. The backward pass recomputes one sequence's states and outputs at a
-    time (about L * N * E floats of scratch) and walks back in time. Nothing of size (B, L, E, N)
-    is kept between the passes, only the inputs. float32 on CPU, one thread, not under vmap.
+    a branch-free polynomial. The backward pass recomputes one sequence's states, decays and
+    outputs at a time (about 2 L * N * E floats of scratch), so its walk back in time evaluates no
+    exp and copies no state. Nothing of size (B, L, E, N) is kept between the passes, only the inputs.
+    float32 on CPU, one thread, not under vmap.
     u, delta, z: (B, L, E); A: (E, N); B, C: (B, L, N); D: (E) -> (B, L, E), every one but A
     contiguous (`native_scan` makes them so, once for both passes)."""
 
@@ -65,7 +66,7 @@ class NativeScan(torch.autograd.Function):
         gu, gdt, gz = (u.new_empty(Bt, L, E) for _ in range(3))
         gB, gC = u.new_empty(Bt, L, N), u.new_empty(Bt, L, N)
         gAT, gD = u.new_zeros(N, E), u.new_zeros(E)
-        work = u.new_empty((L + 1) * N * E + L * E + 2 * N * E + E)
+        work = u.new_empty((2 * L + 1) * N * E + L * E + 2 * N * E + E)
         _scan_library().scan_backward(*map(_ptr, (u, delta, AT, B, C, D, z, gout, gu, gdt, gAT, gB, gC, gD, gz, work)),
                                       Bt, L, E, N)
         return gu, gdt, gAT.t(), gB, gC, gD, gz

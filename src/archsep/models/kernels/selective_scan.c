@@ -9,8 +9,8 @@
  * contiguous channel axis e and vectorise; exp is a polynomial written here (no libm call in the
  * loop), accurate to about 2 ulp for the arguments a scan meets (dt * A <= 0).
  *
- * The backward pass recomputes one sequence's states and outputs y (kept in `work`) and walks
- * back in time. With gy = dLoss/dy_t = gout_t * silu(z_t) and g = dLoss/ds_t:
+ * The backward pass recomputes one sequence's states, decays exp(dt_t A) and outputs y (kept in
+ * `work`, so the walk back evaluates no exp and copies no state) and walks back in time. With gy = dLoss/dy_t = gout_t * silu(z_t) and g = dLoss/ds_t:
  *   gz_t = gout_t (y_t + D u_t) silu'(z_t);  gD += gy u_t;
  *   g += gy_t[e] C_t[n];  gC_t[n] = sum_e gy_t[e] s_t[n, e];  gdu_t[e] = sum_n g B_t[n];
  *   gB_t[n] = sum_e g du_t[e];  k = g * exp(dt_t A) * s_{t-1}  (dLoss/d(dt_t A));
@@ -60,6 +60,20 @@ static void step_row(float *restrict sn, float *restrict yt, const float *restri
     }
 }
 
+static void keep_row(const float *restrict pn, float *restrict sn, float *restrict dn, float *restrict yt,
+                     const float *restrict dtt, const float *restrict ut, const float *restrict An,
+                     float bn, float cn, int64_t E) {
+    /* step_row out of place, keeping the decays: dn = exp(dt A[n, :]);  sn = dn * pn + dt u B[n] */
+#pragma omp simd
+    for (int64_t e = 0; e < E; e++) {
+        float d = exp_neg(dtt[e] * An[e]);
+        float v = d * pn[e] + dtt[e] * ut[e] * bn;
+        dn[e] = d;
+        sn[e] = v;
+        yt[e] += cn * v;
+    }
+}
+
 void scan_forward(const float *u, const float *dt, const float *AT, const float *Bm, const float *Cm,
                   const float *D, const float *z, float *out, float *s, float *y,
                   int64_t Bt, int64_t L, int64_t E, int64_t N) {
@@ -83,28 +97,29 @@ void scan_backward(const float *u, const float *dt, const float *AT, const float
                    const float *D, const float *z, const float *gout,
                    float *gu, float *gdt, float *gAT, float *gB, float *gC, float *gD, float *gz,
                    float *work, int64_t Bt, int64_t L, int64_t E, int64_t N) {
-    /* work: (L + 1) * N * E + L * E + 2 * N * E + E floats: zeros (s_{-1}) and one sequence's
-       states s_0 .. s_{L-1}, its outputs y, g, a zero row, gy. gAT (N, E) and gD (E) are
-       accumulated into (the caller zeroes them); gu, gdt, gz (Bt, L, E), gB, gC (Bt, L, N) are
-       written */
+    /* work: (2 L + 1) * N * E + L * E + 2 * N * E + E floats: zeros (s_{-1}) and one sequence's
+       states s_0 .. s_{L-1}, its decays exp(dt_t A), its outputs y, g, a zero row, gy. gAT (N, E)
+       and gD (E) are accumulated into (the caller zeroes them); gu, gdt, gz (Bt, L, E), gB, gC
+       (Bt, L, N) are written */
     const int64_t NE = N * E;
-    float *states = work, *ys = work + (L + 1) * NE, *g = ys + L * E, *gy = g + NE;
+    float *states = work, *decays = work + (L + 1) * NE, *ys = decays + L * NE, *g = ys + L * E, *gy = g + NE;
     memset(states, 0, sizeof(float) * NE);
     for (int64_t b = 0; b < Bt; b++) {
-        for (int64_t t = 0; t < L; t++) {  /* the states and outputs of this sequence */
+        for (int64_t t = 0; t < L; t++) {  /* the states, decays and outputs of this sequence */
             const int64_t row = b * L + t;
             float *st = states + (t + 1) * NE, *yt = ys + t * E;
-            memcpy(st, states + t * NE, sizeof(float) * NE);
+            const float *sp = states + t * NE;
             memset(yt, 0, sizeof(float) * E);
             for (int64_t n = 0; n < N; n++)
-                step_row(st + n * E, yt, dt + row * E, u + row * E, AT + n * E, Bm[row * N + n], Cm[row * N + n], E);
+                keep_row(sp + n * E, st + n * E, decays + t * NE + n * E, yt, dt + row * E, u + row * E,
+                         AT + n * E, Bm[row * N + n], Cm[row * N + n], E);
         }
         memset(g, 0, sizeof(float) * NE);
         for (int64_t t = L - 1; t >= 0; t--) {
             const int64_t row = b * L + t;
             const float *ut = u + row * E, *dtt = dt + row * E, *Bt_ = Bm + row * N, *Ct = Cm + row * N;
             const float *zt = z + row * E, *got = gout + row * E, *yt = ys + t * E;
-            const float *st = states + (t + 1) * NE, *sp = states + t * NE;
+            const float *st = states + (t + 1) * NE, *sp = states + t * NE, *dec = decays + t * NE;
             float *gut = gu + row * E, *gdtt = gdt + row * E, *gBt = gB + row * N, *gCt = gC + row * N;
             float *gzt = gz + row * E;
 #pragma omp simd
@@ -119,7 +134,7 @@ void scan_backward(const float *u, const float *dt, const float *AT, const float
             }
             for (int64_t n = 0; n < N; n++) {
                 float *gn = g + n * E, *gAn = gAT + n * E;
-                const float *sn = st + n * E, *pn = sp + n * E, *An = AT + n * E;
+                const float *sn = st + n * E, *pn = sp + n * E, *An = AT + n * E, *dn = dec + n * E;
                 const float bn = Bt_[n], cn = Ct[n];
                 float acc_c = 0.0f, acc_b = 0.0f;
 #pragma omp simd reduction(+ : acc_c, acc_b)
@@ -128,7 +143,7 @@ void scan_backward(const float *u, const float *dt, const float *AT, const float
                     acc_c += gy[e] * sn[e];
                     acc_b += gv * dtt[e] * ut[e];
                     gut[e] += gv * bn;
-                    float d = exp_neg(dtt[e] * An[e]);
+                    float d = dn[e];
                     float k = gv * d * pn[e];
                     gdtt[e] += k * An[e];
                     gAn[e] += k * dtt[e];
