@@ -145,7 +145,7 @@ def _search_claims(preset: str, acc: dict, extra: dict | None = None, Ns=(20, 50
     cells = [{"label": lab, "N": N, "width": 0, "seed": k, "best_lr": 1e-3,
               "test_acc": min(1.0, acc.get((lab, N), 0.999) + 0.002 * (k - 1)),
               "extra_acc": {test: min(1.0, (extra or {}).get((lab, N), acc.get((lab, N), 0.999)) + 0.002 * (k - 1))}}
-             for lab in s.families for N in Ns for k in range(3)]
+             for lab in ((s.tf,) if s.tf else ()) + s.families for N in Ns for k in range(3)]
     variants = {lab.split("[")[-1].rstrip("]") if "[" in lab else "" for lab in s.families}
     data = {"cells": cells, "Ns": list(Ns), "protocol": SEARCH, "winners": [],
             "baselines": [{"variant": v, "N": N, "best_acc": base} for v in variants for N in Ns],
@@ -233,3 +233,40 @@ def test_the_equality_search_tests_order_not_counting_and_each_claim_can_fail():
     assert {(c.label, c.variant) for c in cells} == {(f"{a} [{v}]", v) for a in ("TF-(2,64)", "LSTM-64", "Mamba-64")
                                                      for v in ("eq-random", "eq-one")}
     assert all(c.runs[0].task_params["variant"] == c.variant for c in cells) and len(cells) == 18
+
+
+def test_the_mamba_width_search_orders_the_widths_under_the_transformer_and_each_claim_can_fail():
+    """Figure 3 under the search: each width of the 2-layer Mamba its own best over lr x positions,
+    TF-(1,64) as lookup's search has it (the same runs). Held where accuracy rises with width and
+    every width stays below TF-(1,64) at the longest length; a wider Mamba no better than a
+    narrower, or a width as good as the Transformer, fails; no verdict where the widest Mamba (the
+    family's control) did not train at N = 20. At its first length only the controls."""
+    from archsep.experiments.size_search import search_sweep
+
+    Ns = (20, 100, 200)
+    rising = {("Mamba-32", 20): 0.3, ("Mamba-64", 20): 0.6, ("Mamba-128", 20): 0.8}
+    rising |= {(f"Mamba-{w}", N): a for N in (100, 200) for w, a in ((32, 0.05), (64, 0.1), (128, 0.2), (256, 0.4))}
+    good = _search_claims("mamba-width", rising, Ns=Ns)
+    assert all(c.held for c in good.values()), [t for t, c in good.items() if not c.held]
+    assert sum(t.startswith("N=200: Mamba-") and t.split(": ")[1].endswith("below TF-(1,64)") for t in good) == 4
+    assert all(c.values["protocol"] == SEARCH for c in good.values())
+    flat = _search_claims("mamba-width", {**rising, ("Mamba-256", 100): 0.2}, Ns=Ns)
+    assert _held(flat, "N=100: Mamba-128 below Mamba-256") is False
+    catches_up = _search_claims("mamba-width", {**rising, ("Mamba-256", 200): 0.999}, Ns=Ns)
+    assert _held(catches_up, "N=200: Mamba-256 below TF-(1,64)") is False
+    dead = _search_claims("mamba-width", {**rising, ("Mamba-256", 20): 0.5}, Ns=Ns)
+    assert _held(dead, "control: Mamba-256 learns") is False
+    assert all(c.held is None for t, c in dead.items() if "below" in t)
+    first = _search_claims("mamba-width", rising, Ns=(20,))
+    assert sorted(first) == ["control: Mamba-256 learns at N=20 (mean 99.9% >= 95.0%)",
+                             "control: TF-(1,64) learns at N=20 (mean 99.9% >= 95.0%)"]
+
+    mine = search_sweep("mamba-width", "search", EXPERIMENTS.get("mamba-width").search, [20]).search
+    lookup = search_sweep("lookup-fig2", "search", LookupFig2.search, [20]).search
+
+    def tf_ids(s):
+        [c] = [c for c, cell in enumerate(s.cells) if cell.label == "TF-(1,64)"]
+        return [s.config(c, 0, None, seed).run_id for seed in s.seeds]
+
+    assert tf_ids(mine) == tf_ids(lookup)  # the Transformer arm is lookup's search's: the same runs
+    assert [len(c.flats) for c in mine.cells if c.searched] == [10] * 4  # lr x positions, every point a trial

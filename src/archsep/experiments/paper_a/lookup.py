@@ -10,8 +10,8 @@ from ..size_search import LRS, SearchScale, search_text
 
 # the Transformer at the paper's size, not searched, beside the recurrent families of every search
 # below; each family's arch and the field its width is
-_TF = ("TF-(1,64)", 'arch = "tf-preln"\nmodel_params = { layers = 1, heads = 1, positions = "learned", causal = true, '
-                    'width = 64 }\ntrain = { lr = 0.001 }')
+TF_ARM = ("TF-(1,64)", 'arch = "tf-preln"\nmodel_params = { layers = 1, heads = 1, positions = "learned", '
+                       'causal = true, width = 64 }\ntrain = { lr = 0.001 }')
 _FAMILIES = {"LSTM": ("lstm", "hidden"), "Mamba": ("mamba", "width"), "DSS": ("s4d", "width"),
              "RetNet": ("retnet", "width"), "LinTF": ("linear-tf", "width")}
 
@@ -20,7 +20,7 @@ def _search(name: str, families: tuple[str, ...], steps: list[int], trials: int,
             layers: list[int], widths: list[int]) -> str:
     """A lookup search: TF-(1,64) and `families`, each searched over lr x layers x positions (none,
     learned) x its width, keeping a quarter at each rung."""
-    return search_text(name, "index-lookup", [_TF, *((f, f'arch = "{_FAMILIES[f][0]}"') for f in families)], steps,
+    return search_text(name, "index-lookup", [TF_ARM, *((f, f'arch = "{_FAMILIES[f][0]}"') for f in families)], steps,
                        0.25, trials, {"train.lr": lrs, "model_params.layers": layers,
                                       "model_params.positions": ["none", "learned"]},
                        {f: {f"model_params.{_FAMILIES[f][1]}": widths} for f in families})
