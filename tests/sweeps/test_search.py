@@ -82,6 +82,8 @@ def test_a_mistake_in_the_search_table_is_one_line_naming_the_field(extra, field
 @pytest.mark.parametrize("change, field", [
     (lambda t: t.replace("trials = 4", "trials = 7"), "search.trials"),  # more than LSTM's 6 points
     (lambda t: t.replace("keep = 0.5", "keep = 1.5"), "search.keep"),
+    (lambda t: t.replace("keep = 0.5", "keep = 0.5\ntie = -1"), "search.tie"),
+    (lambda t: t.replace("keep = 0.5", "keep = 0.5\ntie = true"), "search.tie"),
     (lambda t: t.replace("steps = [40, 80, 160]", "steps = [80, 40]"), "search.steps"),
     (lambda t: t.replace("steps = [40, 80, 160]", "steps = [40, 90]"), "search.steps"),  # not an evaluation step
     (lambda t: t.replace('eval_mode = "every", ', ""), "train.eval_mode"),  # progressive: not continuable
@@ -95,3 +97,38 @@ def test_a_search_that_cannot_run_as_declared_is_refused_before_anything_runs(ch
     with pytest.raises(ArchsepError) as e:
         sw.parse(change(search_toml()))
     assert field in str(e.value) and "\n" not in str(e.value)
+
+
+def test_trials_the_validation_set_cannot_tell_apart_from_the_last_kept_one_go_on_with_it():
+    """`tie`: after keep's share, every further trial within `tie` standard errors of the last kept
+    one's held-out error (binomial, on its eval_size examples) goes on too, in rank order; a trial
+    beyond it, or a failed one, does not; the margin narrows away from chance; a metric that is not
+    an error rate has none; without `tie` exactly keep's share goes on (the searches already run
+    keep their walks). The worst-case schedule then counts every trial at every rung; the
+    expected one keeps keep's share."""
+    from archsep.sweeps.search import margin
+
+    plain = sw.parse(search_toml()).search
+    tied = sw.parse(search_toml().replace("keep = 0.5", "keep = 0.5\ntie = 2")).search
+    assert plain.tie == 0 and tied.tie == 2
+    assert [c.flats for c in plain.cells] == [c.flats for c in tied.cells]  # the same trials, the same runs
+
+    def r(i, best, status="censored"):
+        out = _r(i, status, best, 640 if best is not None else None)
+        out.config["train"]["eval_size"] = 1000
+        return out
+
+    latest = {0: r(0, 0.50), 1: r(1, 0.48), 2: r(2, 0.53), 3: r(3, None, "error")}
+    order = rank(list(latest.items()))
+    assert order == [1, 0, 2, 3]
+    assert plain.kept(order, latest) == [1, 0]
+    assert margin(latest[0], 2) == pytest.approx(2 * math.sqrt(0.25 / 1000))  # 3.2 points
+    assert tied.kept(order, latest) == [1, 0, 2]  # 0.53 is within 3.2 points of 0.50; the failed run is not
+    apart = {**latest, 2: r(2, 0.54)}
+    assert tied.kept(rank(list(apart.items())), apart) == [1, 0]
+    sure = {0: r(0, 0.03), 1: r(1, 0.02), 2: r(2, 0.05)}  # near 97%: the margin is 1.1 points
+    assert tied.kept(rank(list(sure.items())), sure) == [1, 0]
+    mse = {0: r(0, 1.5), 1: r(1, 1.4), 2: r(2, 1.5)}  # not an error rate: no ties
+    assert tied.kept(rank(list(mse.items())), mse) == [1, 0]
+    assert plain.schedule() == tied.schedule() == [4, 2, 1] and tied.worst_schedule() == [4, 4, 4]
+    assert "tie" not in plain.describe() and tied.describe()["tie"] == 2

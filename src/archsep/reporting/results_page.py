@@ -145,7 +145,8 @@ def search_lines(d: dict) -> list[str]:
         return []
     share = f" ({100 * c['trial_steps'] / c['every_trial_to_the_end']:.0f}%)" if c["every_trial_to_the_end"] else ""
     out = [f"search: each family's best of {srch['trials']} trials, rungs at {srch['steps']} steps keeping "
-           f"{srch['keep']:g}; the trials trained {c['trial_steps']} of the {c['every_trial_to_the_end']} steps of "
+           f"{srch['keep']:g}" + (f" (and ties within {srch['tie']:g} standard errors)" if srch.get("tie") else "")
+           + f"; the trials trained {c['trial_steps']} of the {c['every_trial_to_the_end']} steps of "
            f"every trial to the last rung{share}, {hours(c['trials_wall_s'])} of their runs' own time, and the "
            f"winners' other runs {hours(c['winners_wall_s'])}", ""]
     for w in d.get("winners") or []:

@@ -106,9 +106,10 @@ def table(out: dict[str, Any]) -> str:
 # --- its price ---------------------------------------------------------------------------------
 def price(search: Search, workers: int, finished: set[str]) -> dict[str, Any]:
     """The whole search's cost at its worst: at each rung the trials that go on are the most
-    expensive ones, none stops early, every winner trains every seed. Beside it the expected
-    cost (`expected_core_s`, `expected_wall_s`): the trials that go on cost the rung's average
-    trial, as when promotion does not depend on a trial's size; still none stops early. Runs
+    expensive ones (with a `tie`, every trial: all tied), none stops early, every winner trains
+    every seed. Beside it the expected cost (`expected_core_s`, `expected_wall_s`): keep's share
+    goes on (none tied) and costs the rung's average trial, as when promotion does not depend on
+    a trial's size; still none stops early. Runs
     finished in the store (`finished`) cost nothing; a promoted trial costs its steps after the
     rung before. Rungs run one after another: the wall time is each rung's, over `workers`, summed."""
     from .cost import run_seconds, step_costs
@@ -126,7 +127,8 @@ def price(search: Search, workers: int, finished: set[str]) -> dict[str, Any]:
     per_arm: dict[str, dict[str, float]] = {}
     walls, mean_walls, mean_core, gpu_total = [], [], 0.0, 0.0
     stages = [(r, steps - prev_steps, n) for r, (steps, n, prev_steps)
-              in enumerate(zip(search.steps, search.schedule(), [0, *search.steps[:-1]]))]
+              in enumerate(zip(search.steps, search.worst_schedule(), [0, *search.steps[:-1]]))]
+    expected_n = search.schedule()  # no ties: keep's share
     for r, steps, n in [*stages, (None, search.steps[-1], 0)]:  # the rungs, then the winners' other seeds
         rung_cpu, rung_mean, longest = 0.0, 0.0, 0.0
         for c, cell in enumerate(cells):
@@ -142,7 +144,7 @@ def price(search: Search, workers: int, finished: set[str]) -> dict[str, Any]:
             else:
                 every = [cost(search.config(c, t, r), steps) for t in range(len(cell.flats))]
                 costs = sorted(every, reverse=True)[:n]
-                mean = n * sum(x for x, _ in every) / len(every)
+                mean = expected_n[r] * sum(x for x, _ in every) / len(every)
             arm["cpu_s"] += sum(x for x, _ in costs)
             arm["gpu_s"] += sum(g for _, g in costs)
             arm["runs"] += len(costs)
@@ -153,7 +155,7 @@ def price(search: Search, workers: int, finished: set[str]) -> dict[str, Any]:
         walls.append(wall(rung_cpu, longest))
         mean_walls.append(rung_mean / max(1, workers))
         mean_core += rung_mean
-    return {"arms": per_arm, "schedule": search.schedule(), "steps": list(search.steps),
+    return {"arms": per_arm, "schedule": search.worst_schedule(), "steps": list(search.steps),
             "cpu_core_s": sum(a["cpu_s"] for a in per_arm.values()), "cpu_wall_s": sum(walls),
             "expected_core_s": mean_core, "expected_wall_s": sum(mean_walls),
             "gpu_s": gpu_total, "workers": workers}
@@ -166,7 +168,10 @@ def price_report(name: str, search: Search, est: dict[str, Any]) -> str:
     per_arm = len(search.cells) // max(1, len({c.label for c in search.cells}))
     lines = [f"{name}: a search over {arms} arm(s) x {per_arm} "
              f"cell(s): {search.trials} trials per arm and cell, rungs at {est['steps']} steps, at most "
-             f"{est['schedule']} trials trained at each (keep {search.keep:g}); each winner with "
+             f"{est['schedule']} trials trained at each (keep {search.keep:g}"
+             + (f", and every trial within {search.tie:g} standard errors of the last kept one's held-out error"
+                if search.tie else "")
+             + f"); each winner with "
              f"{len(search.seeds)} seed(s). Priced at its worst: the most expensive trials go on and none stops early"]
     w = max([4] + [len(k) for k in est["arms"]]) + 2
     lines.append(f"  {'arm':<{w}}{'runs':>6}{'CPU core-time':>15}{'GPU time':>10}")
@@ -175,6 +180,7 @@ def price_report(name: str, search: Search, est: dict[str, Any]) -> str:
     lines.append(f"  total: on this machine about {hms(est['cpu_wall_s'])} with {est['workers']} worker(s), rung after "
                  f"rung ({hms(est['cpu_core_s'])} of one core); on {GPU['name']} about {hms(est['gpu_s'])}")
     lines.append(f"  expected: about {hms(est['expected_wall_s'])} with {est['workers']} worker(s) "
-                 f"({hms(est['expected_core_s'])} of one core), where the trials that go on cost the rung's "
-                 "average trial (still none stopping early)")
+                 f"({hms(est['expected_core_s'])} of one core), where keep's share goes on"
+                 + (" (none tied)" if search.tie else "") + " and costs the rung's average trial (still none "
+                 "stopping early)")
     return "\n".join(lines)

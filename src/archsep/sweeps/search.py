@@ -8,6 +8,9 @@ validation. The `[search]` table of a sweep file:
     [search]
     steps = [2000, 8000, 32000]    # the rungs: steps a trial trains to; the last is every run's budget
     keep = 0.25                    # the share of a cell's trials that goes on at each rung (rounded up)
+    tie = 2                        # optional (default 0): a trial within this many standard errors of
+                                   # the last kept one's held-out error goes on too (halving decides
+                                   # only what its validation set can tell apart)
     trials = 12                    # configurations drawn per searched arm: the same for every arm
     seed = 0                       # the draw's seed
     [search.axes]                  # searched in every arm named under search.arms
@@ -27,7 +30,12 @@ a plateau, divergence) keeps that result at every later rung.
 
 At each rung but the last, a cell's trials still in the search are ranked by their best held-out
 metric, then the samples it took to get there, then their order (`rank`), and the first
-ceil(keep x n) go on. After the last rung the first is the cell's winner, and its configuration
+ceil(keep x n) go on, and with `tie` > 0 also every further trial whose best held-out error is
+within `tie` standard errors of the last of those's, e: sqrt(e (1 - e) / n) on its n = eval_size
+validation examples (the binomial standard error of an error rate; a metric outside [0, 1], e.g.
+an MSE, has no ties). On a task whose trials all sit at chance after a short rung their order
+is the validation set's noise, and a trial that would learn later is not dropped for it.
+After the last rung the first is the cell's winner, and its configuration
 trains at the last rung's budget with every seed of the sweep (the first seed's run is the trial
 itself where it reached the last rung). The driver is `runs.search`.
 """
@@ -45,7 +53,7 @@ from ..errors import ArchsepError, closest
 from ..results import RunResult
 from .flat import _check_table, _describe, _nest
 
-SEARCH_KEYS = ("steps", "keep", "trials", "seed", "axes", "arms")
+SEARCH_KEYS = ("steps", "keep", "trials", "seed", "tie", "axes", "arms")
 SEARCHABLE = ("train", "model_params")  # a cell's task is not searched: its parameters are grid axes
 NOT_SEARCHED = ("train.budget", "train.halving_lrs", "train.halving_rungs", "train.device")
 
@@ -80,6 +88,7 @@ class Search:
     cells: list[Cell]
     batch_sizes: dict[int, int] = field(default_factory=dict)  # cell index -> its batch size
     device: str | None = None  # every run's train.device (not part of a run's identity); None: the file's
+    tie: float = 0.0  # trials within this many standard errors of the last kept one's error go on too (0: none)
 
     def config(self, c: int, trial: int, rung: int | None = None, seed: int | None = None) -> RunConfig:
         """Cell c's trial (its only configuration, for an arm not searched) at a rung (None: the
@@ -104,11 +113,26 @@ class Search:
         return max(1, math.ceil(self.keep * n))
 
     def schedule(self) -> list[int]:
-        """Trials trained at each rung, at most (none stopping early)."""
+        """Trials trained at each rung, none stopping early and none tied: `keep`'s share."""
         out, n = [], self.trials
         for _ in self.steps:
             out.append(n)
             n = self.promoted(n)
+        return out
+
+    def worst_schedule(self) -> list[int]:
+        """Trials trained at each rung, at most: `schedule`, or with `tie` every trial (all tied)."""
+        return [self.trials] * len(self.steps) if self.tie > 0 else self.schedule()
+
+    def kept(self, order: list[int], latest: dict[int, RunResult]) -> list[int]:
+        """The trials that go on from a rung, in their order: the first `promoted(n)` of `order`
+        (best first), then any further one within `tie` standard errors of the last of those's
+        held-out error (`margin`)."""
+        n = self.promoted(len(order))
+        out = order[:n]
+        if self.tie > 0 and out and (r := latest.get(out[-1])) is not None:
+            last, m = rank_key(r, 0)[0], margin(r, self.tie)
+            out += [t for t in order[n:] if m > 0 and rank_key(latest.get(t), 0)[0] <= last + m]
         return out
 
     def describe(self) -> dict:
@@ -118,7 +142,8 @@ class Search:
             if cell.searched:
                 arms.setdefault(cell.label, {"space": cell.space, "trials": len(cell.flats)})
         return {"steps": list(self.steps), "keep": self.keep, "trials": self.trials, "seed": self.seed,
-                "seeds": list(self.seeds), "arms": arms, "schedule": self.schedule()}
+                "seeds": list(self.seeds), "arms": arms, "schedule": self.schedule(),
+                **({"tie": self.tie, "worst_schedule": self.worst_schedule()} if self.tie > 0 else {})}
 
 
 # what a walk asks for: the results of these configs at this stage ("rung1", ..., "winners"),
@@ -183,7 +208,7 @@ def walk(search: Search, fetch: Fetch, done: Done | None = None) -> Walk:
             del alive[c]
         for c in alive:
             order = rank([(t, latest[c].get(t)) for t in alive[c]])
-            keep = sorted(order[:search.promoted(len(order))]) if r < last else order[:1]
+            keep = sorted(search.kept(order, latest[c])) if r < last else order[:1]
             trained = [t for t in alive[c] if (c, t) in trains]
             rungs[c].append({"steps": steps, "trained": trained, "ranked": order,
                              "promoted": keep if r < last else []})
@@ -216,6 +241,15 @@ def rank_key(r: RunResult | None, index: int) -> tuple:
     if r is None or r.status == "error" or r.best_metric is None or not math.isfinite(r.best_metric):
         return (math.inf, math.inf, index)
     return (r.best_metric, r.best_samples if r.best_samples is not None else math.inf, index)
+
+
+def margin(r: RunResult, tie: float) -> float:
+    """`tie` binomial standard errors of r's best held-out error e on its eval_size examples,
+    sqrt(e (1 - e) / n); 0 for a metric outside [0, 1] (not an error rate) or none."""
+    e, n = r.best_metric, int((r.config.get("train") or {}).get("eval_size") or 0)
+    if e is None or not 0 <= e <= 1 or n <= 0:
+        return 0.0
+    return tie * math.sqrt(e * (1 - e) / n)
 
 
 def rank(results: Sequence[tuple[int, RunResult | None]]) -> list[int]:
@@ -279,6 +313,15 @@ def _space(table: Any, loc: str, where: str, check: Callable[[str, Any, str], An
 
     walk("", table)
     return out
+
+
+def _tie(doc: dict, where: str) -> float:
+    tie = doc.get("tie", 0.0)
+    if isinstance(tie, bool) or not isinstance(tie, (int, float)) or not 0 <= tie <= 10:
+        raise ArchsepError(f"{where}: search.tie: expected how many standard errors of the last kept trial's "
+                           f"held-out error another may be within and go on too, a number in [0, 10] (0: none), "
+                           f"got {tie!r}")
+    return float(tie)
 
 
 def _numbers(doc: dict, where: str) -> tuple[tuple[int, ...], float, int, int]:
@@ -369,7 +412,7 @@ def plan(doc: Any, base: dict, arms: list[dict], labels: list, axes: dict[str, l
                 raise ArchsepError(f"{where}: search.steps: {bad[0]} is not a multiple of train.eval_every = "
                                    f"{tc.eval_every} (a rung reads the held-out metric at its last step)")
             batch[c] = tc.batch_size
-    out = Search(steps, keep, trials, seed, tuple(seeds), cells, batch, device)
+    out = Search(steps, keep, trials, seed, tuple(seeds), cells, batch, device, _tie(doc, where))
     seen: dict[str, str] = {}
     for c, cell in enumerate(cells):
         for t in range(len(cell.flats)):
