@@ -17,7 +17,6 @@ evaluates no exp and copies no state; the numbers are the same bit for bit.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import importlib
 import statistics
 import subprocess
@@ -46,9 +45,7 @@ def earlier(rev: str):
         lib = native.library(path)  # compiled into the cache, keyed by the source's hash
     if lib is None:
         sys.exit(f"no compiler here to build the kernel ({native.why_not()})")
-    lib.scan_backward.argtypes = [ctypes.c_void_p] * 16 + [ctypes.c_int64] * 4
-    lib.scan_backward.restype = None
-    return lib
+    return native_scan.typed(lib)
 
 
 def backward(lib, L: int, clock, B: int = 64, E: int = 128, N: int = 16) -> tuple[float, list[torch.Tensor]]:
@@ -60,7 +57,7 @@ def backward(lib, L: int, clock, B: int = 64, E: int = 128, N: int = 16) -> tupl
     Bm, Cm, D = torch.randn(B, L, N, generator=g), torch.randn(B, L, N, generator=g), torch.randn(E, generator=g)
     gu, gdt, gz = (torch.empty(B, L, E) for _ in range(3))
     gB, gC, gAT, gD = torch.empty(B, L, N), torch.empty(B, L, N), torch.zeros(N, E), torch.zeros(E)
-    work = torch.empty((2 * L + 1) * N * E + L * E + 2 * N * E + E)  # enough for either revision
+    work = torch.empty(native_scan.backward_scratch(L, N, E))  # enough for either revision (the former needed less)
     args = [native_scan._ptr(t) for t in (u, dt, AT, Bm, Cm, D, z, gout, gu, gdt, gAT, gB, gC, gD, gz, work)]
     t = clock()
     lib.scan_backward(*args, B, L, E, N)

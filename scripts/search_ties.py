@@ -43,13 +43,13 @@ def main() -> int:
     except (ArchsepError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    walks = {t: replay(dataclasses.replace(search, tie=t), by_id) for t in (0.0, a.tie)}
+    walks = [replay(dataclasses.replace(search, tie=t), by_id) for t in (0.0, a.tie)]
     print(f"{a.preset} --scale {a.scale}: trials promoted at each rung, without ties | with tie = {a.tie:g}")
     for c, cell in enumerate(search.cells):
         if not cell.searched:
             continue
         cols = []
-        for w in walks.values():
+        for w in walks:
             rungs = [len(r["promoted"]) for r in w.rungs.get(c, []) if r["promoted"]]  # the last rung promotes none
             cols.append(f"{rungs}" + (" (needs runs)" if c in w.incomplete else ""))
         print(f"  {cell.name:<28} of {len(cell.flats)}: {cols[0]:<22} | {cols[1]}")

@@ -130,9 +130,9 @@ class Search:
         held-out error (`margin`)."""
         n = self.promoted(len(order))
         out = order[:n]
-        if self.tie > 0 and out and (r := latest.get(out[-1])) is not None:
-            last, m = rank_key(r, 0)[0], margin(r, self.tie)
-            out += [t for t in order[n:] if m > 0 and rank_key(latest.get(t), 0)[0] <= last + m]
+        if self.tie > 0 and out and (r := latest.get(out[-1])) is not None and (m := margin(r, self.tie)) > 0:
+            last = rank_key(r, 0)[0]
+            out += [t for t in order[n:] if rank_key(latest.get(t), 0)[0] <= last + m]
         return out
 
     def describe(self) -> dict:

@@ -87,7 +87,7 @@ class MambaWidth(SizeExperiment):
         lo, hi = min(Ns), max(Ns)
         family, tf_ = self.control(names[-1], lo), self.control(tf_name, lo)
         out = [family, tf_]
-        if len(Ns) < 2 and len(names) > 2:  # a search at its first length: the controls alone
+        if len(Ns) < 2:  # a search at its first length: the controls alone
             return out
         out += [self.below(a, b, N, family) for N in Ns for a, b in zip(names, names[1:])]
         both = Claim("control", f"{family.text}; and {tf_.text}", bool(family.held and tf_.held),

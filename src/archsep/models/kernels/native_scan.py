@@ -18,7 +18,11 @@ def _ptr(t: torch.Tensor) -> ctypes.c_void_p:
 
 
 def _scan_library():
-    lib = native.library()
+    return typed(native.library())
+
+
+def typed(lib):
+    """`lib` (a compiled selective_scan.c, or None) with its functions' C signatures set, once."""
     if lib is not None and not getattr(lib, "_typed", False):
         for fn, n_ptr, n_int in ((lib.scan_forward, 10, 4), (lib.scan_backward, 16, 4),
                                  (lib.conv_silu_forward, 4, 5), (lib.conv_silu_backward, 8, 5)):
@@ -26,6 +30,12 @@ def _scan_library():
             fn.restype = None
         lib._typed = True
     return lib
+
+
+def backward_scratch(L: int, N: int, E: int) -> int:
+    """Floats of scratch `scan_backward` needs for sequences of length L: one sequence's states
+    (with s_{-1}) and decays, its outputs, g, a zero row and gy."""
+    return (2 * L + 1) * N * E + L * E + 2 * N * E + E
 
 
 def native_available() -> bool:
@@ -66,7 +76,7 @@ class NativeScan(torch.autograd.Function):
         gu, gdt, gz = (u.new_empty(Bt, L, E) for _ in range(3))
         gB, gC = u.new_empty(Bt, L, N), u.new_empty(Bt, L, N)
         gAT, gD = u.new_zeros(N, E), u.new_zeros(E)
-        work = u.new_empty((2 * L + 1) * N * E + L * E + 2 * N * E + E)
+        work = u.new_empty(backward_scratch(L, N, E))
         _scan_library().scan_backward(*map(_ptr, (u, delta, AT, B, C, D, z, gout, gu, gdt, gAT, gB, gC, gD, gz, work)),
                                       Bt, L, E, N)
         return gu, gdt, gAT.t(), gB, gC, gD, gz
