@@ -1,7 +1,8 @@
 """How far a search's `--dry-run` price is from what the search cost, length by length.
 
 For each PRESET:SCALE:AT (one length of a size preset's search), prices the search as a dry run
-of an empty store would (`runs.search.price`: the worst case and the expected one, on `--workers`)
+of an empty store would (`runs.search.price`: the size-blind price, the worst case and the estimate
+between them, on `--workers`)
 and reads from STORE what its runs cost (`experiments.size_search.search_cost`, as the preset's
 summary states it): every trial's latest run (its stored `wall_s` covers all its rungs) and the
 winners' other seeds, each run's own time. Also the steps the trials trained
@@ -32,9 +33,10 @@ def main() -> None:
     a = p.parse_args()
     with open_store(a.store, create=False) as st:
         res = {r.run_id: r for r in st.results()}
-    print(f"{'search':<26}{'measured':>10}{'expected':>10}{'ratio':>7}{'worst':>10}{'ratio':>7}"
-          f"{'steps':>9}{'all to end':>12}{'share':>7}   (core-hours; ratio = measured / estimate)")
-    tot = [0.0, 0.0, 0.0, 0, 0]
+    print(f"{'search':<26}{'measured':>9}{'blind':>8}{'ratio':>7}{'estimate':>9}{'ratio':>7}{'worst':>8}{'ratio':>7}"
+          f"{'steps':>9}{'all to end':>12}{'share':>7}   (core-hours; ratio = measured / price)")
+    keys = ("expected_core_s", "estimate_core_s", "cpu_core_s")
+    tot = [0.0] * 6
     for spec in a.searches:
         preset, scale, at = spec.split(":")
         search = from_experiment(preset, scale, at=[int(at)]).search
@@ -45,17 +47,17 @@ def main() -> None:
         cost = search_cost(search, w)  # what the preset's summary states as its search_cost
         measured = cost["trials_wall_s"] + cost["winners_wall_s"]
         est = price(search, a.workers, set())
-        steps, to_end = cost["trial_steps"], cost["every_trial_to_the_end"]
-        h = 3600.0
-        print(f"{spec:<26}{measured / h:>10.2f}{est['expected_core_s'] / h:>10.2f}"
-              f"{measured / est['expected_core_s']:>7.2f}{est['cpu_core_s'] / h:>10.2f}"
-              f"{measured / est['cpu_core_s']:>7.2f}{steps:>9}{to_end:>12}{steps / to_end:>7.2f}")
-        for i, x in enumerate((measured, est["expected_core_s"], est["cpu_core_s"], steps, to_end)):
-            tot[i] += x
+        row = (measured, *(est[k] for k in keys), cost["trial_steps"], cost["every_trial_to_the_end"])
+        print(f"{spec:<26}" + _row(row))
+        tot = [t + x for t, x in zip(tot, row)]
     if tot[1]:
-        print(f"{'together':<26}{tot[0] / 3600:>10.2f}{tot[1] / 3600:>10.2f}{tot[0] / tot[1]:>7.2f}"
-              f"{tot[2] / 3600:>10.2f}{tot[0] / tot[2]:>7.2f}{tot[3]:>9}{tot[4]:>12}{tot[3] / tot[4]:>7.2f}")
+        print(f"{'together':<26}" + _row(tot))
 
+
+def _row(r: list[float] | tuple[float, ...]) -> str:
+    h = 3600.0
+    prices = "".join(f"{p / h:>{8 if i != 1 else 9}.2f}{r[0] / p:>7.2f}" for i, p in enumerate(r[1:4]))
+    return f"{r[0] / h:>9.2f}{prices}{int(r[4]):>9}{int(r[5]):>12}{r[4] / r[5]:>7.2f}"
 
 if __name__ == "__main__":
     main()

@@ -113,6 +113,9 @@ def test_the_expected_price_counts_the_trials_that_go_on_at_the_rungs_average(mo
     tf = est["arms"]["TF"]["cpu_s"]
     assert est["cpu_core_s"] - tf == pytest.approx(worst) and est["expected_core_s"] == pytest.approx(expected)
     assert est["expected_core_s"] < est["cpu_core_s"] and est["expected_wall_s"] == pytest.approx(expected / 2)
+    # the point estimate: the geometric middle of the size-blind price and the worst case
+    assert est["estimate_core_s"] == pytest.approx((expected * est["cpu_core_s"]) ** 0.5)
+    assert est["expected_core_s"] < est["estimate_core_s"] < est["cpu_core_s"]
     # with a tie every trial may go on at every rung: the worst case counts them all, the expected
     # price keeps keep's share
     tied = price(sw.parse(search_toml().replace("keep = 0.5", "keep = 0.5\ntie = 2")).search, 2, set())

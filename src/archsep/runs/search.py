@@ -107,9 +107,12 @@ def table(out: dict[str, Any]) -> str:
 def price(search: Search, workers: int, finished: set[str]) -> dict[str, Any]:
     """The whole search's cost at its worst: at each rung the trials that go on are the most
     expensive ones (with a `tie`, every trial: all tied), none stops early, every winner trains
-    every seed. Beside it the expected cost (`expected_core_s`, `expected_wall_s`): keep's share
+    every seed. Beside it the size-blind cost (`expected_core_s`, `expected_wall_s`): keep's share
     goes on (none tied) and costs the rung's average trial, as when promotion does not depend on
-    a trial's size; still none stops early. Runs
+    a trial's size; still none stops early. The point estimate (`estimate_core_s`,
+    `estimate_wall_s`) is the geometric middle of the two: the search lands between them, near the
+    size-blind price where small trials win or stop early, near the worst where the big ones win
+    (lookup at N = 100) or ties send most trials on. Runs
     finished in the store (`finished`) cost nothing; a promoted trial costs its steps after the
     rung before. Rungs run one after another: the wall time is each rung's, over `workers`, summed."""
     from .cost import run_seconds, step_costs
@@ -158,6 +161,8 @@ def price(search: Search, workers: int, finished: set[str]) -> dict[str, Any]:
     return {"arms": per_arm, "schedule": search.worst_schedule(), "steps": list(search.steps),
             "cpu_core_s": sum(a["cpu_s"] for a in per_arm.values()), "cpu_wall_s": sum(walls),
             "expected_core_s": mean_core, "expected_wall_s": sum(mean_walls),
+            "estimate_core_s": math.sqrt(mean_core * sum(a["cpu_s"] for a in per_arm.values())),
+            "estimate_wall_s": math.sqrt(sum(mean_walls) * sum(walls)),
             "gpu_s": gpu_total, "workers": workers}
 
 
@@ -179,8 +184,11 @@ def price_report(name: str, search: Search, est: dict[str, Any]) -> str:
         lines.append(f"  {lab:<{w}}{a['runs']:>6}{hms(a['cpu_s']):>15}{hms(a['gpu_s']):>10}")
     lines.append(f"  total: on this machine about {hms(est['cpu_wall_s'])} with {est['workers']} worker(s), rung after "
                  f"rung ({hms(est['cpu_core_s'])} of one core); on {GPU['name']} about {hms(est['gpu_s'])}")
-    lines.append(f"  expected: about {hms(est['expected_wall_s'])} with {est['workers']} worker(s) "
+    lines.append(f"  size-blind: about {hms(est['expected_wall_s'])} with {est['workers']} worker(s) "
                  f"({hms(est['expected_core_s'])} of one core), where keep's share goes on"
                  + (" (none tied)" if search.tie else "") + " and costs the rung's average trial (still none "
                  "stopping early)")
+    lines.append(f"  estimate: about {hms(est['estimate_wall_s'])} with {est['workers']} worker(s) "
+                 f"({hms(est['estimate_core_s'])} of one core), the geometric middle of the two "
+                 "(benchmarks/search_estimate.py sets it against finished searches)")
     return "\n".join(lines)
