@@ -156,3 +156,44 @@ def test_a_search_killed_in_the_middle_of_a_rung_resumes_to_the_same_trials_and_
     assert r.returncode == 0, r.stderr[-2000:]
     again = json.loads((out / OUTCOME).read_text())
     assert _without_time(again) == _without_time(whole)
+
+
+def test_a_search_under_way_is_priced_from_the_promotions_its_store_already_holds(monkeypatch):
+    """With the store's results, a rung they decide costs nothing more and the next one trains
+    exactly the trials it promoted, not the most expensive ones: here rung 1 promotes each cell's
+    two cheapest trials, so the worst case at rung 2 is their cost alone (by hand, with a known
+    cost per run), and a trial that stopped early at rung 1 trains no more."""
+    from archsep.results import RunResult
+    from archsep.runs import cost
+    from archsep.runs.search import standing
+
+    def run_seconds(cfg, steps):
+        return steps * cfg.model_params.get("layers", 1) * 1e-3 / cfg.train.lr, 0.0
+
+    monkeypatch.setattr(cost, "run_seconds", run_seconds)
+    monkeypatch.setattr(cost, "step_costs", lambda *a, **k: None)
+    search = sw.parse(search_toml()).search
+    searched = [c for c, cell in enumerate(search.cells) if cell.searched]
+    results = {}
+    for c in searched:  # rung 1: the cheaper the trial, the better its validation error
+        by_cost = sorted(range(4), key=lambda t: run_seconds(search.config(c, t, 0), 40)[0])
+        for place, t in enumerate(by_cost):
+            cfg = search.config(c, t, 0)
+            stopped = place == 0 and c == searched[0]  # reached its threshold at 20 steps: done
+            results[cfg.run_id] = RunResult(cfg.run_id, cfg.to_dict(), "ok" if stopped else "censored",
+                                            20 * 64 if stopped else 40 * 64, 20 * 64, 0.1 * (place + 1),
+                                            0.1 * (place + 1), best_samples=20 * 64)
+    stand = standing(search, results)
+    assert {c: d for c, (d, _, _) in stand.items()} == {c: 1 for c in searched}
+    est = price(search, 1, set(results), results)
+    worst = 0.0
+    for c in searched:
+        dec, alive, stopped = stand[c]
+        cheap = sorted(range(4), key=lambda t: run_seconds(search.config(c, t, 0), 40)[0])[:2]
+        assert alive == sorted(cheap) and stopped == ({cheap[0]} if c == searched[0] else set())
+        worst += sum(run_seconds(search.config(c, t, 1), 40)[0] for t in alive if t not in stopped)  # rung 2
+        worst += max(run_seconds(search.config(c, t, 2), 80)[0] for t in alive)  # rung 3: one goes on
+        worst += max(run_seconds(search.config(c, t, None, 1), 160)[0] for t in alive)  # the winner's seed 1
+    assert est["cpu_core_s"] - est["arms"]["TF"]["cpu_s"] == pytest.approx(worst)
+    assert est["cpu_core_s"] < price(search, 1, set(results))["cpu_core_s"]  # without them: the worst trials
+    assert set(est["decided"].values()) == {1}

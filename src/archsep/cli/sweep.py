@@ -70,6 +70,16 @@ def finished_in(out: str | Path) -> set[str]:
         return store.finished_ids()
 
 
+def stored_results(out: str | Path) -> dict:
+    """OUT's store's finished runs, run id -> result (none where there is no store yet)."""
+    from ..store import DB_NAME, open_store
+
+    if not (Path(out) / DB_NAME).exists():
+        return {}
+    with open_store(out, create=False) as store:
+        return {r.run_id: r for r in store.results()}
+
+
 def print_costs(name: str, configs, out, workers: int | None) -> None:
     """The cost estimate of `configs` (runs finished in OUT's store cost nothing more)."""
 
@@ -131,7 +141,8 @@ def print_search_price(s, out: Path, workers: int | None) -> None:
     from ..runs.executors import cores
     from ..runs.search import price, price_report
 
-    est = price(s.search, workers or cores(), finished_in(out))
+    stored = stored_results(out)
+    est = price(s.search, workers or cores(), set(stored), stored)
     print("\n".join(printable(line) for line in price_report(s.name, s.search, est).splitlines()))
 
 

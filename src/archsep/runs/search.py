@@ -21,7 +21,7 @@ from ..engine.checkpoint import Checkpoints, discard_ends, tidy
 from ..fileio import atomic_write
 from ..results import RunResult
 from ..sweeps.file import Sweep
-from ..sweeps.search import Search, Walk, walk
+from ..sweeps.search import Search, Walk, finished_early, replay, walk
 from .launch import Launch
 from .runner import launch_runs
 
@@ -104,7 +104,25 @@ def table(out: dict[str, Any]) -> str:
 
 
 # --- its price ---------------------------------------------------------------------------------
-def price(search: Search, workers: int, finished: set[str]) -> dict[str, Any]:
+def standing(search: Search, results: dict[str, RunResult]) -> dict[int, tuple[int, list[int], set[int]]]:
+    """What a store's results (run id -> result) already decide, per searched cell: the first
+    rung not yet decided, the trials still in the search there (the promoted ones; every rung
+    decided: the winner alone, at len(steps)) and those of them that stopped early (their result
+    stands at every later rung: they train no more)."""
+    w = replay(search, results)
+    out: dict[int, tuple[int, list[int], set[int]]] = {}
+    for c, rungs in w.rungs.items():
+        if len(rungs) == len(search.steps):
+            out[c] = (len(rungs), rungs[-1]["ranked"][:1], set())
+        elif rungs:
+            prev, alive = search.steps[len(rungs) - 1], rungs[-1]["promoted"]
+            stopped = {t for t in alive if t in w.latest[c] and finished_early(w.latest[c][t], prev)}
+            out[c] = (len(rungs), alive, stopped)
+    return out
+
+
+def price(search: Search, workers: int, finished: set[str],
+          results: dict[str, RunResult] | None = None) -> dict[str, Any]:
     """The whole search's cost at its worst: at each rung the trials that go on are the most
     expensive ones (with a `tie`, every trial: all tied), none stops early, every winner trains
     every seed. Beside it the size-blind cost (`expected_core_s`, `expected_wall_s`): keep's share
@@ -112,12 +130,15 @@ def price(search: Search, workers: int, finished: set[str]) -> dict[str, Any]:
     a trial's size; still none stops early. The point estimate (`estimate_core_s`,
     `estimate_wall_s`) is the geometric middle of the two: the search lands between them, near the
     size-blind price where small trials win or stop early, near the worst where the big ones win
-    (lookup at N = 100) or ties send most trials on. Runs
-    finished in the store (`finished`) cost nothing; a promoted trial costs its steps after the
-    rung before. Rungs run one after another: the wall time is each rung's, over `workers`, summed."""
+    (lookup at N = 100) or ties send most trials on. Runs finished in the store (`finished`) cost
+    nothing; a promoted trial costs its steps after the rung before. With the store's `results`,
+    a cell's rungs they decide (`standing`) are priced as decided: the trials they promoted,
+    exactly, then the worst and size-blind counts from those. Rungs run one after another: the
+    wall time is each rung's, over `workers`, summed."""
     from .cost import run_seconds, step_costs
 
     cells = search.cells
+    stand = standing(search, results) if results else {}
     shapes = [search.config(c, t, None) for c, cell in enumerate(cells) for t in range(len(cell.flats))]
     step_costs(shapes, workers=workers)  # each shape timed once (or read from the cache)
 
@@ -127,27 +148,40 @@ def price(search: Search, workers: int, finished: set[str]) -> dict[str, Any]:
     def wall(cpu: float, longest: float) -> float:
         return max(cpu / max(1, workers), longest)
 
+    def where(c: int) -> tuple[int, list[int], set[int]]:
+        return stand.get(c, (0, list(range(len(cells[c].flats))), set())) if cells[c].searched else (0, [0], set())
+
+    def counts(c: int, r: int) -> tuple[int, int]:
+        """(at most, size-blind) trials of cell c trained at rung r > its first undecided one."""
+        dec, alive, _ = where(c)
+        worst = blind = len(alive)
+        for _ in range(dec, r):
+            blind = search.promoted(blind)
+            worst = worst if search.tie > 0 else search.promoted(worst)
+        return worst, blind
+
     per_arm: dict[str, dict[str, float]] = {}
     walls, mean_walls, mean_core, gpu_total = [], [], 0.0, 0.0
-    stages = [(r, steps - prev_steps, n) for r, (steps, n, prev_steps)
-              in enumerate(zip(search.steps, search.worst_schedule(), [0, *search.steps[:-1]]))]
-    expected_n = search.schedule()  # no ties: keep's share
-    for r, steps, n in [*stages, (None, search.steps[-1], 0)]:  # the rungs, then the winners' other seeds
+    for r, steps in [*((r, s - p) for r, (s, p) in enumerate(zip(search.steps, [0, *search.steps[:-1]]))),
+                     (None, search.steps[-1])]:  # the rungs, then the winners' other seeds
         rung_cpu, rung_mean, longest = 0.0, 0.0, 0.0
         for c, cell in enumerate(cells):
             if r is not None and not cell.searched:
                 continue
             arm = per_arm.setdefault(cell.label, {"cpu_s": 0.0, "gpu_s": 0.0, "runs": 0})
+            dec, alive, stopped = where(c)
             if r is None:  # the first seed's winner is a trial
                 seeds = search.seeds[1:] if cell.searched else search.seeds
-                costs_by = [[cost(search.config(c, t, None, s), steps) for t in range(len(cell.flats))]
-                            for s in seeds]
+                costs_by = [[cost(search.config(c, t, None, s), steps) for t in alive] for s in seeds]
                 costs = [max(x) for x in costs_by]
                 mean = sum(sum(x for x, _ in row) / len(row) for row in costs_by)
+            elif r < dec:  # decided: trained and in the store
+                continue
             else:
-                every = [cost(search.config(c, t, r), steps) for t in range(len(cell.flats))]
-                costs = sorted(every, reverse=True)[:n]
-                mean = expected_n[r] * sum(x for x, _ in every) / len(every)
+                every = [cost(search.config(c, t, r), steps) for t in alive if r > dec or t not in stopped]
+                worst, blind = counts(c, r) if r > dec else (len(every), len(every))
+                costs = sorted(every, reverse=True)[:worst]
+                mean = blind * sum(x for x, _ in every) / max(1, len(every))
             arm["cpu_s"] += sum(x for x, _ in costs)
             arm["gpu_s"] += sum(g for _, g in costs)
             arm["runs"] += len(costs)
@@ -158,12 +192,13 @@ def price(search: Search, workers: int, finished: set[str]) -> dict[str, Any]:
         walls.append(wall(rung_cpu, longest))
         mean_walls.append(rung_mean / max(1, workers))
         mean_core += rung_mean
+    worst_core = sum(a["cpu_s"] for a in per_arm.values())
     return {"arms": per_arm, "schedule": search.worst_schedule(), "steps": list(search.steps),
-            "cpu_core_s": sum(a["cpu_s"] for a in per_arm.values()), "cpu_wall_s": sum(walls),
+            "cpu_core_s": worst_core, "cpu_wall_s": sum(walls),
             "expected_core_s": mean_core, "expected_wall_s": sum(mean_walls),
-            "estimate_core_s": math.sqrt(mean_core * sum(a["cpu_s"] for a in per_arm.values())),
+            "estimate_core_s": math.sqrt(mean_core * worst_core),
             "estimate_wall_s": math.sqrt(sum(mean_walls) * sum(walls)),
-            "gpu_s": gpu_total, "workers": workers}
+            "decided": {cells[c].name: dec for c, (dec, _, _) in stand.items()}, "gpu_s": gpu_total, "workers": workers}
 
 
 def price_report(name: str, search: Search, est: dict[str, Any]) -> str:
@@ -178,6 +213,10 @@ def price_report(name: str, search: Search, est: dict[str, Any]) -> str:
                 if search.tie else "")
              + f"); each winner with "
              f"{len(search.seeds)} seed(s). Priced at its worst: the most expensive trials go on and none stops early"]
+    if est.get("decided"):  # a search under way: what the store already decides
+        lines.append("  the store decides: " + "; ".join(
+            f"{name}: {'every rung' if dec == len(est['steps']) else f'rung(s) 1-{dec}' if dec else 'no rung yet'}"
+            for name, dec in est["decided"].items()) + " (priced from there on)")
     w = max([4] + [len(k) for k in est["arms"]]) + 2
     lines.append(f"  {'arm':<{w}}{'runs':>6}{'CPU core-time':>15}{'GPU time':>10}")
     for lab, a in est["arms"].items():
