@@ -1,5 +1,5 @@
-"""One line per run of a store (a calibration's summary.txt): label, N, the task parameters and
-budgets the runs differ in, lr, status, the step of the best checkpoint, best validation accuracy,
+"""One line per run of a store (a calibration's summary.txt): label, N, the task and model
+parameters and budgets the runs differ in, lr, status, the step of the best checkpoint, best validation accuracy,
 test accuracy (of that checkpoint), wall time; with `--curve K`, each run's validation accuracy at
 K evenly spaced evaluations under it (the learning curve a calibration is read from). For a
 regression task (MSE): the samples to the threshold (or the budget, censored), the best held-out
@@ -33,7 +33,7 @@ def main() -> int:
     ap.add_argument("--curve", type=int, default=0, help="this many points of each run's validation curve")
     a = ap.parse_args()
     df = load(a.out)
-    varied = [c for c in df.columns if c.startswith("task_params.") and c != "task_params.N"
+    varied = [c for c in df.columns if c.startswith(("task_params.", "model_params.")) and c != "task_params.N"
               and df[c].astype(str).nunique() > 1]
     budgets = df["train.budget"].nunique() > 1
     df = df.sort_values(["label", "task_params.N", *varied, "train.lr", "train.budget"])
