@@ -59,5 +59,6 @@ def _row(r: list[float] | tuple[float, ...]) -> str:
     prices = "".join(f"{p / h:>{8 if i != 1 else 9}.2f}{r[0] / p:>7.2f}" for i, p in enumerate(r[1:4]))
     return f"{r[0] / h:>9.2f}{prices}{int(r[4]):>9}{int(r[5]):>12}{r[4] / r[5]:>7.2f}"
 
+
 if __name__ == "__main__":
     main()

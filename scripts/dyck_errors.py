@@ -49,8 +49,7 @@ def main() -> int:
         print(f"archsep: --set: no dyck run of {a.sweep} has {a.set}", file=sys.stderr)
         return 2
     task = cfg.build_task()
-    torch.manual_seed(cfg.derived_seed("init"))
-    model = cfg.model_config().build(task.spec)
+    model = cfg.build_model(task)
     model.prune_to_readout()
     opt = make_optimizer(list(model.parameters()), cfg.train.lr, cfg.train.weight_decay)
     data = Stream(cfg, task, torch.device("cpu"))

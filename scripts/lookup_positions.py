@@ -33,8 +33,7 @@ def main() -> None:
     s = SizeScale(Ns=(a.N,), archs=(arch,), lrs=(a.lr,), steps=a.steps)
     (cfg,) = cell_runs("index-lookup", arch, 64, a.N, a.seed, s, "TF-(1,64)", {"train_lengths": a.train_lengths})
     task = cfg.build_task()
-    torch.manual_seed(cfg.derived_seed("init"))
-    model = cfg.model_config().build(task.spec)
+    model = cfg.build_model(task)
     model.prune_to_readout()  # as the engine trains it: only the last query in the last block
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0)
     g = torch.Generator().manual_seed(cfg.derived_seed("train"))

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import torch
 
 from .errors import ArchsepError, check
-from .models import MODELS, ModelConfig
+from .models import MODELS, ModelConfig, SeqModel
 from .registry import from_params
 from .tasks import TASKS, Task
 
@@ -312,6 +312,12 @@ class RunConfig:
 
     def model_config(self) -> ModelConfig:
         return MODELS.build(self.arch, **self.model_params)
+
+    def build_model(self, task: Task) -> SeqModel:
+        """The run's model at initialisation, on the CPU: built for `task` from the run's init
+        seed (torch's global generator, seeded here), as the engine trains it from step 0."""
+        torch.manual_seed(self.derived_seed("init"))
+        return self.model_config().build(task.spec)
 
     # --- identity ------------------------------------------------------------------------
     def canonical(self) -> dict:

@@ -260,8 +260,7 @@ def _train_group_flushed(cfgs: list[RunConfig], stacked: bool, checkpoints: Chec
     tracks, models = [], []
     for c in cfgs:
         task = c.build_task()
-        torch.manual_seed(c.derived_seed("init"))
-        model = c.model_config().build(task.spec).to(dev)
+        model = c.build_model(task).to(dev)
         model.prune_to_readout()
         if c.train.eval_lengths:
             _reads_lengths(model, c, task, dev)

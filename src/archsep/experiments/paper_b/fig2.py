@@ -51,9 +51,7 @@ def _mask(cfg: RunConfig) -> torch.Tensor:
 
 def _initial_qk(cfg: RunConfig) -> torch.Tensor:
     """W_Q W_K^T at initialisation: the model rebuilt from the run's init seed."""
-    task = cfg.build_task()
-    torch.manual_seed(cfg.derived_seed("init"))
-    return cfg.model_config().build(task.spec).qk_matrix().detach()  # type: ignore[operator]
+    return cfg.build_model(cfg.build_task()).qk_matrix().detach()  # type: ignore[operator]
 
 
 @EXPERIMENTS.register("qstr-fig2")
