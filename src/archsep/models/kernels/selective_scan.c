@@ -44,9 +44,9 @@ static inline float exp_neg(float x) {
 
 static inline float sigmoid(float z) {
     /* 1 / (1 + e^-z) from e^-|z| <= 1, without a branch */
-    float q = exp_neg(z < 0.0f ? z : -z);
-    float pos = (float)(z >= 0.0f);
-    return (pos + (1.0f - pos) * q) / (1.0f + q);
+    float q = exp_neg(-__builtin_fabsf(z));
+    float num = z >= 0.0f ? 1.0f : q;  /* a select: GCC vectorises it (a multiply by (float)(z >= 0) it did not) */
+    return num / (1.0f + q);
 }
 
 static void step_row(float *restrict sn, float *restrict yt, const float *restrict dtt,
