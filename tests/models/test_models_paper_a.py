@@ -187,8 +187,21 @@ def test_dss_fft_sequential_and_step_agree_and_state_size_by_counting():
     x = inputs(VECTORS).double()
     fft = model(x)
     for k in model.ssms:
+        k.conv_impl = "fft"  # every length by FFT, where L = 9 goes through the Toeplitz product
+    torch.testing.assert_close(model(x), fft, rtol=0, atol=1e-10)
+    for k in model.ssms:
         k.mode = "sequential"
     torch.testing.assert_close(model(x), fft, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("direct_max", [0, 4, 128])
+def test_long_conv_is_the_causal_convolution_by_its_definition_on_both_sides_of_the_switch(monkeypatch, direct_max):
+    from archsep.models import ops
+    monkeypatch.setattr(ops, "DIRECT_MAX", direct_max)  # L = 9: FFT, FFT, Toeplitz product
+    g = torch.Generator().manual_seed(0)
+    u, k = torch.randn(3, 9, 4, generator=g, dtype=torch.float64), torch.randn(4, 9, generator=g, dtype=torch.float64)
+    want = torch.stack([sum(k[:, s] * u[:, t - s] for s in range(t + 1)) for t in range(9)], 1)  # (B, L, C)
+    torch.testing.assert_close(ops.long_conv(u, k), want, rtol=0, atol=1e-12)
 
 
 def test_lstm_state_size_counts_h_and_c_per_layer():

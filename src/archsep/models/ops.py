@@ -41,6 +41,54 @@ def causal_conv(x: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
     return y.transpose(1, 2)
 
 
+# up to this length a long convolution runs as a (L, L) Toeplitz matrix product per channel, above
+# it by FFT: on one CPU thread at width 64-128 and batch 64 the product ran the convolution
+# (forward and backward) 1.5-2.7x faster at L = 21-101 and was about even at 151; DSS's training
+# steps 1.5-1.7x at N = 20 and 100, the same at 200 (benchmarks/dss_conv.py)
+DIRECT_MAX = 128
+
+
+def long_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """u (B, L, C), k (C, L) -> (B, L, C): y_t = sum_{s<=t} k[:, s] u_{t-s}, the causal convolution
+    with a kernel as long as the input. Direct (`toeplitz_conv`) up to `DIRECT_MAX` positions, by
+    FFT above; the two agree to rounding."""
+    if u.shape[1] <= DIRECT_MAX:
+        return toeplitz_conv(u, k)
+    return fft_conv(u.transpose(1, 2), k).transpose(1, 2)
+
+
+def toeplitz_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """`long_conv` as one batched product with each channel's lower-triangular Toeplitz matrix
+    T[c, t, s] = k[c, t - s] (0 where s > t): L^2 multiply-adds per channel and sequence."""
+    L = u.shape[1]
+    i = torch.arange(L, device=u.device)
+    lag = i[:, None] - i[None, :]  # (t, s)
+    T = k[:, lag.clamp(min=0)] * (lag >= 0)  # (C, L, L)
+    # (C, B, L) @ (C, L, L) -> (B, L, C). The CPU's bmm copies every matrix of a strided batch
+    # one by one, in both passes: its inputs are made contiguous, and so is the gradient that
+    # reaches it through the permute
+    y = torch.bmm(u.permute(2, 0, 1).contiguous(), T.transpose(1, 2).contiguous())  # (C, B, L)
+    return _ContiguousGrad.apply(y).permute(1, 2, 0)
+
+
+class _ContiguousGrad(torch.autograd.Function):
+    """The identity, whose backward hands on a contiguous gradient."""
+
+    generate_vmap_rule = True  # the engine's stacked path vmaps the model
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        pass
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> torch.Tensor:
+        return g.contiguous()
+
+
 def fft_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """u (..., L), k (..., K) broadcastable against it, K <= L -> (..., L):
     y_t = sum_{s<K} k_s u_{t-s} (zero before 0). Zero-padding to 2L makes the FFT's circular

@@ -4,7 +4,8 @@ Per channel c of the model width and per complex mode n (d_state modes):
     s_t = exp(Δ_c A_n) s_{t-1} + x_t,       y_t = 2 Re(sum_n C'_n s_t) + D_c x_t
 with A_n = -exp(A_re_log) + i A_im (S4D-Lin init: -1/2 + i π n) and the ZOH input gain
 (exp(ΔA)-1)/A folded into C'. Being LTI, the whole sequence is one causal convolution with
-the kernel K_l = 2 Re(sum_n C'_n exp(ΔA_n l)), computed by FFT ('fft'), or stepped ('sequential').
+the kernel K_l = 2 Re(sum_n C'_n exp(ΔA_n l)) ('fft': up to 128 positions as a Toeplitz matrix
+product, by FFT above, `ops.long_conv`), or stepped ('sequential').
 A layer is pre-LayerNorm -> SSM -> GELU -> Linear -> residual.
 
 State: d_state complex numbers per channel and layer = layers * width * 2 * d_state floats.
@@ -22,7 +23,7 @@ from torch import nn
 from ..errors import check
 from ..tasks.base import TaskSpec
 from .base import ModelConfig, SeqModel, input_layer
-from .ops import check_positions, fft_conv, position_rows, set_positions
+from .ops import check_positions, fft_conv, long_conv, position_rows, set_positions
 from .registry import MODELS
 
 _MODES = ("fft", "sequential")
@@ -32,6 +33,9 @@ class S4DKernel(nn.Module):
     def __init__(self, width: int, d_state: int, dt_min: float, dt_max: float, mode: str):
         super().__init__()
         self.mode = mode
+        # "fft" makes every length go by FFT (the form before `long_conv`, for benchmarks); None:
+        # `long_conv` picks. An implementation switch, not a config field: the run id stays
+        self.conv_impl: str | None = None
         log_dt = torch.rand(width) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min)
         self.log_dt = nn.Parameter(log_dt)
         self.A_re_log = nn.Parameter(torch.full((width, d_state), math.log(0.5)))
@@ -65,9 +69,9 @@ class S4DKernel(nn.Module):
             return torch.stack(ys, 1) + self.D * u
         k = self.kernel(L)
         # (B, L, width), made contiguous once: the elementwise ops after it (GELU's backward
-        # above all) run many times slower on the strided view the FFT leaves
-        y = fft_conv(u.transpose(1, 2), k).transpose(1, 2).contiguous()
-        return y + self.D * u
+        # above all) run many times slower on the strided view the convolution leaves
+        conv = fft_conv(u.transpose(1, 2), k).transpose(1, 2) if self.conv_impl == "fft" else long_conv(u, k)
+        return conv.contiguous() + self.D * u
 
     def step(self, u_t: torch.Tensor, s: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Position t (unused: LTI): u_t (B, width), s (B, width, N) complex -> y_t (B, width), new s."""
