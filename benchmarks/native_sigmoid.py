@@ -24,9 +24,9 @@ import torch
 from torch import nn
 
 import _steps  # benchmarks/_steps.py
+from archsep.config import RunConfig, TrainConfig
 from archsep.engine.train import flush_denormals
 from archsep.models.kernels import native
-from search_flops import configs  # benchmarks/search_flops.py
 
 # the module (the package exports a function of the same name)
 native_scan = importlib.import_module("archsep.models.kernels.native_scan")
@@ -52,6 +52,24 @@ class Using(nn.Module):
         return self.model(x)
 
 
+def libraries():
+    """(before, now): `selective_scan.c` compiled with its sigmoid as it was, and as it is."""
+    src = native.SCAN_SOURCE.read_text()
+    assert NOW in src, "selective_scan.c's sigmoid is not the one this benchmark knows"
+    now = native_scan.typed(native.library())
+    with tempfile.TemporaryDirectory(prefix="archsep-bench-") as d:
+        old_src = Path(d) / "selective_scan_before.c"
+        old_src.write_text(src.replace(NOW, BEFORE))
+        before = native_scan.typed(native.library(old_src))
+    assert now is not None and before is not None, native.why_not()
+    return before, now
+
+
+def mamba(N: int, layers: int) -> RunConfig:
+    return RunConfig("index-lookup", "mamba", {"N": N, "train_lengths": "fixed"}, {"layers": layers, "width": 64},
+                     TrainConfig(batch_size=64))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=8)
@@ -61,19 +79,12 @@ def main() -> None:
     if a.clock == "thread":
         _steps.clock = time.thread_time
     torch.set_num_threads(1)
-    src = native.SCAN_SOURCE.read_text()
-    assert NOW in src, "selective_scan.c's sigmoid is not the one this benchmark knows"
-    now = native_scan.typed(native.library())
-    with tempfile.TemporaryDirectory(prefix="archsep-bench-") as d:
-        old_src = Path(d) / "selective_scan_before.c"
-        old_src.write_text(src.replace(NOW, BEFORE))
-        before = native_scan.typed(native.library(old_src))
-    assert now is not None and before is not None, native.why_not()
+    before, now = libraries()
     print(f"one thread, {a.clock} time; ms per training step (median of {a.steps}), the same batches")
     print(f"{'model':<14} {'N':>4} {'before':>8} {'now':>8} {'faster':>7}")
     with flush_denormals():
-        for name, N in (("Mamba-(1,64)", 100), ("Mamba-(1,64)", 200), ("Mamba-(2,64)", 20)):
-            cfg = configs(N, (1, 2))[name]
+        for layers, N in ((1, 100), (1, 200), (2, 20)):
+            name, cfg = f"Mamba-({layers},64)", mamba(N, layers)
             task = cfg.build_task()
             torch.manual_seed(0)
             m = cfg.model_config().build(task.spec)

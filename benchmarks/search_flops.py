@@ -15,8 +15,9 @@ speed issue tracks; and the share of a run's time its evaluations take.
 - the ratios TF-(2,64) / LSTM-64 at N = 400, Mamba-64 / LSTM-64 at N = 200 and
   Mamba-(2,64) / LSTM-(2,64) at N = 20 (per step; `--ratios` prints only these), before and
   after in the same run: "before" is the same model (same weights, same batches, taking turns)
-  as it ran before Mamba pruned its last layer to the read position and before causal attention
-  ran in query chunks on the CPU (`models.attention.CHUNK`);
+  as it ran before Mamba pruned its last layer to the read position, before causal attention
+  ran in query chunks on the CPU (`models.attention.CHUNK`), before the compiled scan's sigmoid
+  vectorised and before DSS's convolution became a matrix product up to 128 positions (`Before`);
 - evaluation's share at N = 20: the time of one evaluation of 1000 held-out examples
   (forward only, the engine's chunks) against 250 training steps (the search's eval_every).
 """
@@ -37,6 +38,9 @@ from archsep.config import RunConfig, TrainConfig
 from archsep.engine.planning import step_flops
 from archsep.engine.train import flush_denormals
 from archsep.models import attention
+from native_sigmoid import libraries, native_scan  # benchmarks/native_sigmoid.py
+
+LIBS = libraries()  # (before, now): the compiled scan with its sigmoid as it was and as it is
 
 FAMILIES = {"TF": ("tf-preln", {"heads": 1, "positions": "learned", "width": 64}),
             "LSTM": ("lstm", {"hidden": 64}), "Mamba": ("mamba", {"width": 64}),
@@ -83,29 +87,49 @@ def time_steps(cfgs: dict[str, RunConfig], steps: int, warmup: int, before: bool
         if before:
             models[k + " before"] = Before(copy.deepcopy(m), c.arch)
         m.prune_to_readout()
-        models[k] = m
+        models[k] = Now(m) if before and c.arch == "mamba" else m
     g = torch.Generator().manual_seed(0)
     batches = [task.sample(64, g) for _ in range(warmup + steps)]
     return {k: statistics.median(v) for k, v in alternate_steps(models, task, batches, warmup).items()}
 
 
 class Before(nn.Module):
-    """A model (of registry name `arch`) as it ran before the speed issue's last changes: causal
-    attention in one call of the fused kernel, and pruned to its readout unless it is a Mamba
-    (which was not pruned before; the others were)."""
+    """A model (of registry name `arch`) as it ran before the speed issue's changes: causal
+    attention in one call of the fused kernel; pruned to its readout unless it is a Mamba (which
+    was not pruned before; the others were); Mamba's compiled scan with its scalar sigmoid
+    (`native_sigmoid.libraries`); DSS's convolution by FFT at every length."""
 
     def __init__(self, model: nn.Module, arch: str):
         super().__init__()
         self.model = model
         if arch != "mamba":
             model.prune_to_readout()
+        for m in model.modules():
+            if hasattr(m, "conv_impl"):  # DSS's kernel
+                m.conv_impl = "fft"
+        self.lib = LIBS[0] if arch == "mamba" else None
 
     def forward(self, x):
+        if self.lib is not None:
+            native_scan._scan_library = lambda: self.lib  # left set for its backward
         chunk, attention.CHUNK = attention.CHUNK, 1 << 30
         try:
             return self.model(x)
         finally:
             attention.CHUNK = chunk
+
+
+class Now(nn.Module):
+    """A Mamba as it runs now, where `Before` models take turns with it: the compiled scan as
+    it is (a `Before` Mamba leaves its own library set for its backward)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        native_scan._scan_library = lambda: LIBS[1]
+        return self.model(x)
 
 
 def ratio_steps(x: RunConfig, y: RunConfig, steps: int, warmup: int) -> dict[str, float]:
@@ -119,6 +143,8 @@ def ratio_steps(x: RunConfig, y: RunConfig, steps: int, warmup: int) -> dict[str
     models["x before"] = Before(x.model_config().build(task.spec), x.arch)  # the same weights
     models["x"].prune_to_readout()
     models["y"].prune_to_readout()
+    now = {"x": x.arch == "mamba", "y": y.arch == "mamba", "x before": False}
+    models = {k: Now(m) if now[k] else m for k, m in models.items()}
     g = torch.Generator().manual_seed(0)
     batches = [task.sample(64, g) for _ in range(warmup + steps)]
     return {k: statistics.median(v) for k, v in alternate_steps(models, task, batches, warmup).items()}
