@@ -54,3 +54,19 @@ def time_before_after(cfg, before: Callable, steps: int, warmup: int) -> tuple[l
     the task's training distribution: (before, after), the timed steps after `warmup`."""
     t = time_variants(cfg, {"before": before, "after": None}, steps, warmup)
     return t["before"], t["after"]
+
+
+def add_timing_args(ap, steps: int = 8, warmup: int = 2) -> None:
+    """--steps, --warmup and --clock, as the side-by-side benchmarks take them."""
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--warmup", type=int, default=warmup)
+    ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                    help="wall time (an idle machine) or the thread's CPU time (a busy one)")
+
+
+def start_timing(a) -> None:
+    """One torch thread, and the clock `a.clock` names (`add_timing_args`)."""
+    global clock
+    if a.clock == "thread":
+        clock = time.thread_time
+    torch.set_num_threads(1)

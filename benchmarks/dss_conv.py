@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
-import torch
 
 import _steps  # benchmarks/_steps.py
 from archsep.config import RunConfig, TrainConfig
@@ -32,13 +30,9 @@ def fft_everywhere(model):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--Ns", type=int, nargs="+", default=[20, 50, 100, 200])
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--clock", choices=("wall", "thread"), default="wall")
+    _steps.add_timing_args(ap)
     a = ap.parse_args()
-    if a.clock == "thread":
-        _steps.clock = time.thread_time
-    torch.set_num_threads(1)
+    _steps.start_timing(a)
     print(f"one thread, {a.clock} time; ms per training step (median of {a.steps}), the same batches")
     print(f"{'model':<12} {'N':>4} {'fft':>8} {'now':>8} {'faster':>7}")
     with flush_denormals():

@@ -17,7 +17,6 @@ import copy
 import importlib
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -72,13 +71,9 @@ def mamba(N: int, layers: int) -> RunConfig:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--clock", choices=("wall", "thread"), default="wall")
+    _steps.add_timing_args(ap)
     a = ap.parse_args()
-    if a.clock == "thread":
-        _steps.clock = time.thread_time
-    torch.set_num_threads(1)
+    _steps.start_timing(a)
     before, now = libraries()
     print(f"one thread, {a.clock} time; ms per training step (median of {a.steps}), the same batches")
     print(f"{'model':<14} {'N':>4} {'before':>8} {'now':>8} {'faster':>7}")
