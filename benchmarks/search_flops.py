@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
-import time
 
 import _steps
 import torch
@@ -38,7 +37,7 @@ from archsep.config import RunConfig, TrainConfig
 from archsep.engine.planning import step_flops
 from archsep.engine.train import flush_denormals
 from archsep.models import attention
-from native_sigmoid import libraries, native_scan  # benchmarks/native_sigmoid.py
+from native_sigmoid import Using, libraries, native_scan  # benchmarks/native_sigmoid.py
 
 LIBS = libraries()  # (before, now): the compiled scan with its sigmoid as it was and as it is
 
@@ -87,7 +86,7 @@ def time_steps(cfgs: dict[str, RunConfig], steps: int, warmup: int, before: bool
         if before:
             models[k + " before"] = Before(copy.deepcopy(m), c.arch)
         m.prune_to_readout()
-        models[k] = Now(m) if before and c.arch == "mamba" else m
+        models[k] = Using(m, LIBS[1]) if before and c.arch == "mamba" else m
     g = torch.Generator().manual_seed(0)
     batches = [task.sample(64, g) for _ in range(warmup + steps)]
     return {k: statistics.median(v) for k, v in alternate_steps(models, task, batches, warmup).items()}
@@ -119,19 +118,6 @@ class Before(nn.Module):
             attention.CHUNK = chunk
 
 
-class Now(nn.Module):
-    """A Mamba as it runs now, where `Before` models take turns with it: the compiled scan as
-    it is (a `Before` Mamba leaves its own library set for its backward)."""
-
-    def __init__(self, model: nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x):
-        native_scan._scan_library = lambda: LIBS[1]
-        return self.model(x)
-
-
 def ratio_steps(x: RunConfig, y: RunConfig, steps: int, warmup: int) -> dict[str, float]:
     """Median seconds per step of x before and after (`Before`) and of y, taking turns."""
     task = x.build_task()
@@ -144,7 +130,7 @@ def ratio_steps(x: RunConfig, y: RunConfig, steps: int, warmup: int) -> dict[str
     models["x"].prune_to_readout()
     models["y"].prune_to_readout()
     now = {"x": x.arch == "mamba", "y": y.arch == "mamba", "x before": False}
-    models = {k: Now(m) if now[k] else m for k, m in models.items()}
+    models = {k: Using(m, LIBS[1]) if now[k] else m for k, m in models.items()}
     g = torch.Generator().manual_seed(0)
     batches = [task.sample(64, g) for _ in range(warmup + steps)]
     return {k: statistics.median(v) for k, v in alternate_steps(models, task, batches, warmup).items()}
@@ -173,17 +159,11 @@ def eval_share(cfg: RunConfig, size: int = 1000, every: int = 250) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--Ns", type=int, nargs="+", default=[20, 50, 100])
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--warmup", type=int, default=2)
+    _steps.add_timing_args(ap)  # --clock times the steps, the evaluations and the matmul rate alike
     ap.add_argument("--ratios", action="store_true", help="only the step ratios the speed issue tracks")
     ap.add_argument("--ratio-steps", type=int, default=8, help="timed steps per model for the ratios")
-    ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
-                    help="time steps, evaluations and the matmul rate by wall time (an idle machine) or by the "
-                         "thread's CPU time (a busy one)")
     a = ap.parse_args()
-    if a.clock == "thread":
-        _steps.clock = time.thread_time
-    torch.set_num_threads(1)
+    _steps.start_timing(a)
     with flush_denormals():  # as the engine trains
         report(a)
 

@@ -48,11 +48,12 @@ def causal_conv(x: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
 DIRECT_MAX = 128
 
 
-def long_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+def long_conv(u: torch.Tensor, k: torch.Tensor, fft: bool = False) -> torch.Tensor:
     """u (B, L, C), k (C, L) -> (B, L, C): y_t = sum_{s<=t} k[:, s] u_{t-s}, the causal convolution
     with a kernel as long as the input. Direct (`toeplitz_conv`) up to `DIRECT_MAX` positions, by
-    FFT above; the two agree to rounding."""
-    if u.shape[1] <= DIRECT_MAX:
+    FFT above (at every length with `fft`, the form before the direct one); the two agree to
+    rounding."""
+    if u.shape[1] <= DIRECT_MAX and not fft:
         return toeplitz_conv(u, k)
     return fft_conv(u.transpose(1, 2), k).transpose(1, 2)
 

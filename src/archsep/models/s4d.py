@@ -23,7 +23,7 @@ from torch import nn
 from ..errors import check
 from ..tasks.base import TaskSpec
 from .base import ModelConfig, SeqModel, input_layer
-from .ops import check_positions, fft_conv, long_conv, position_rows, set_positions
+from .ops import check_positions, long_conv, position_rows, set_positions
 from .registry import MODELS
 
 _MODES = ("fft", "sequential")
@@ -70,8 +70,7 @@ class S4DKernel(nn.Module):
         k = self.kernel(L)
         # (B, L, width), made contiguous once: the elementwise ops after it (GELU's backward
         # above all) run many times slower on the strided view the convolution leaves
-        conv = fft_conv(u.transpose(1, 2), k).transpose(1, 2) if self.conv_impl == "fft" else long_conv(u, k)
-        return conv.contiguous() + self.D * u
+        return long_conv(u, k, fft=self.conv_impl == "fft").contiguous() + self.D * u
 
     def step(self, u_t: torch.Tensor, s: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Position t (unused: LTI): u_t (B, width), s (B, width, N) complex -> y_t (B, width), new s."""
