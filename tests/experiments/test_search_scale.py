@@ -135,17 +135,19 @@ def test_the_lookup_search_steps_scale_goes_on_from_the_searchs_own_runs():
 
 
 def _search_claims(preset: str, acc: dict, extra: dict | None = None, Ns=(20, 50, 100, 200, 400),
-                   test: str = "type-swaps", base: float = 0.95) -> dict:
+                   test: str = "type-swaps", base: float = 0.95, missing: tuple = ()) -> dict:
     """`preset` --scale search's claims on its winners' cells: test accuracy acc[(label, N)]
     (default 0.999) and accuracy on the extra test set `test` extra[(label, N)] (default the
-    same), three seeds with a small spread; the best trivial baseline `base` at every N and
-    variant. {claim text without its protocol: claim}."""
+    same), three seeds with a small spread, no cell at the (label, N) in `missing` (not run
+    yet); the best trivial baseline `base` at every N and variant. {claim text without its
+    protocol: claim}."""
     exp = EXPERIMENTS.get(preset)()
     s = exp.search
     cells = [{"label": lab, "N": N, "width": 0, "seed": k, "best_lr": 1e-3,
               "test_acc": min(1.0, acc.get((lab, N), 0.999) + 0.002 * (k - 1)),
               "extra_acc": {test: min(1.0, (extra or {}).get((lab, N), acc.get((lab, N), 0.999)) + 0.002 * (k - 1))}}
-             for lab in ((s.tf,) if s.tf else ()) + s.families for N in Ns for k in range(3)]
+             for lab in ((s.tf,) if s.tf else ()) + s.families for N in Ns for k in range(3)
+             if (lab, N) not in missing]
     variants = {lab.split("[")[-1].rstrip("]") if "[" in lab else "" for lab in s.families}
     data = {"cells": cells, "Ns": list(Ns), "protocol": SEARCH, "winners": [],
             "baselines": [{"variant": v, "N": N, "best_acc": base} for v in variants for N in Ns],
@@ -153,13 +155,33 @@ def _search_claims(preset: str, acc: dict, extra: dict | None = None, Ns=(20, 50
     return {c.text.split("] ", 1)[1]: c for c in exp.claims_of(data, "search")}
 
 
-def _dyck_search_claims(acc: dict, swaps: dict | None = None) -> dict:
-    return _search_claims("dyck-fig2", acc, swaps)
+def _dyck_search_claims(acc: dict, swaps: dict | None = None, missing: tuple = ()) -> dict:
+    return _search_claims("dyck-fig2", acc, swaps, missing=missing)
 
 
 def _held(claims: dict, start: str) -> bool | None:
     [c] = [c for t, c in claims.items() if t.startswith(start)]
     return c.held
+
+
+def test_a_control_not_run_yet_has_no_verdict_and_neither_has_what_rests_on_it():
+    """A search whose cell at the control's length has no result yet (lookup's DSS seeds still
+    to run, a Dyck or Mamba-width arm whose first length is pending) reads "no verdict" there,
+    not "did not hold", and so do the claims that need that control, composite ones included;
+    a control with a result below its level still fails."""
+    pending = _search_claims("lookup-fig2", {("DSS", 100): 0.05}, Ns=(20, 100), missing=(("DSS", 20),))
+    assert _held(pending, "no verdict (no result yet): control: DSS learns at N=20") is None
+    [below] = [c for t, c in pending.items() if "N=100: DSS below TF-(1,64)" in t]
+    assert below.held is None and "has no verdict" in below.text
+    assert _held(pending, "control: LSTM learns at N=20") is True
+    failed = _search_claims("lookup-fig2", {("DSS", 20): 0.5}, Ns=(20, 100))
+    assert _held(failed, "control: DSS learns at N=20") is False
+    dyck = _dyck_search_claims({}, missing=(("TF-(1,64)", 20),))
+    [narrow] = [c for t, c in dyck.items() if "N=100: TF-(1,64) below TF-(1,256)" in t]
+    assert narrow.held is None and "has no verdict" in narrow.text
+    width = _search_claims("mamba-width", {}, Ns=(20, 100), missing=(("Mamba-256", 20),))
+    gated = [c for t, c in width.items() if "below TF-(1,64)" in t]  # the family's and the TF's control
+    assert len(gated) == 4 and all(c.held is None and "has no verdict" in c.text for c in gated)
 
 
 def test_the_dyck_search_states_the_papers_width_bound_and_each_claim_can_fail():

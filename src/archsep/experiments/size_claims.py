@@ -24,9 +24,19 @@ def untrained(label: str, control: Claim) -> str:
     """Why a claim on `label` gets no verdict: its own control failed (it did not train here), or
     a composite control failed on another arm's part (e.g. Dyck's "a Transformer trains at the
     longest length"), which says nothing of `label` itself."""
+    if control.held is None:
+        return f"a control it needs has no verdict ({control.text})"
     if control.values.get("label") == label:
         return f"{label} did not train here ({control.text})"
     return f"a control it needs did not hold ({control.text})"
+
+
+def jointly(*held: bool | None) -> bool | None:
+    """Several controls as one: False where any failed, else None where any has no verdict (not
+    run yet), else True."""
+    if any(h is False for h in held):
+        return False
+    return None if any(h is None for h in held) else True
 
 
 def pct(x: float | None) -> str:
@@ -45,10 +55,15 @@ class SizeClaims:
 
     def control(self, label: str, N: int, level: float = CONTROL) -> Claim:
         """The positive control of `label`: at length N (where theory says it can), its mean test
-        accuracy reaches `level`. An arm without a passing control gets no verdict elsewhere."""
+        accuracy reaches `level`. An arm without a passing control gets no verdict elsewhere. No
+        verdict where the cell has no result (not run yet, or every run failed): a control not run
+        has not failed."""
         m, _, _ = self.interval(label, N)
-        return Claim("control", f"control: {label} learns at N={N} (mean {pct(m)} >= {pct(level)})",
-                     m is not None and m >= level, {"label": label, "N": N, "mean": m, "level": level})
+        text = f"control: {label} learns at N={N} (mean {pct(m)} >= {pct(level)})"
+        values = {"label": label, "N": N, "mean": m, "level": level}
+        if m is None:
+            return Claim("control", f"no verdict (no result yet): {text}", None, values)
+        return Claim("control", text, m >= level, values)
 
     def beats_baseline(self, label: str, N: int, control: Claim, variant: str = "") -> Claim:
         """`label` recognises the task at N: the lower end of its 95% interval lies above the task's

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...results import Claim
 from ..base import EXPERIMENTS
 from ..size import NOT_FAIR_FULL, SizeExperiment, SizeScale, lstm, mamba, pct, tf
+from ..size_claims import jointly
 from ..size_search import LRS, TIE, SearchScale, search_text
 
 
@@ -93,7 +94,7 @@ class DyckFig2(SizeExperiment):
         # Dyck there, is the second control
         one, two = controls["TF-(1,64)"], recognised["TF-(2,64)"]
         gate = Claim("control", f"{one.text}; and a Transformer trains at N={hi}: {two.text}",
-                     bool(one.held and two.held), {"TF-(1,64)": one.held, "TF-(2,64)": two.held})
+                     jointly(one.held, two.held), {"TF-(1,64)": one.held, "TF-(2,64)": two.held})
         out.append(self.below("TF-(1,64)", "LSTM-64", hi, gate))
         # the depth counter (the best trivial baseline) is blind to bracket types: on the
         # type-swapped negatives it scores 0%, so each recogniser is read on them too

@@ -23,8 +23,8 @@ _ARMS = (("TF-(2,64)", 'arch = "tf-preln"\nmodel_params = { heads = 4, layers = 
 # 20k (under which TF-(2,64)'s eq-one control failed); 80k is 1.5x the LSTM's count
 _VARIANT_ARMS = [(f"{lab} [{v}]", f'{arm}\ntask_params = {{ variant = "{v}" }}')
                  for v, _ in VARIANTS for lab, arm in _ARMS]
-SEARCH = search_text("equality-fig4-search", "equality", _VARIANT_ARMS, [1000, 5000, 20000, 80000], 0.5, 5, {"train.lr": LRS},
-                     {label: {} for label, _ in _VARIANT_ARMS}, TIE)
+SEARCH = search_text("equality-fig4-search", "equality", _VARIANT_ARMS, [1000, 5000, 20000, 80000], 0.5, 5,
+                     {"train.lr": LRS}, {label: {} for label, _ in _VARIANT_ARMS}, TIE)
 
 
 @EXPERIMENTS.register("equality-fig4")

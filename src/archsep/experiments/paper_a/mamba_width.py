@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...results import Claim
 from ..base import EXPERIMENTS
 from ..size import NOT_FAIR_FULL, SizeExperiment, SizeScale, mamba, pct, tf
+from ..size_claims import jointly
 from ..size_search import LRS, TIE, SearchScale, search_text
 from .lookup import TF_ARM
 
@@ -90,7 +91,7 @@ class MambaWidth(SizeExperiment):
         if len(Ns) < 2:  # a search at its first length: the controls alone
             return out
         out += [self.below(a, b, N, family) for N in Ns for a, b in zip(names, names[1:])]
-        both = Claim("control", f"{family.text}; and {tf_.text}", bool(family.held and tf_.held),
+        both = Claim("control", f"{family.text}; and {tf_.text}", jointly(family.held, tf_.held),
                      {"Mamba": family.held, tf_name: tf_.held})
         out += [self.below(lab, tf_name, hi, both) for lab in names]
         return out
