@@ -194,17 +194,20 @@ def test_the_number_check_catches_a_typed_number():
 def test_the_search_controls_block_lists_each_searched_control_with_its_winner(tmp_path):
     """paper_a.md's third block: only folders whose summary names winners (a search), each control
     with its verdict and mean, the winner's configuration it read; a control that failed reads
-    "did not hold" with its own mean, an arm that was not searched says so."""
+    "did not hold" with its own mean, an arm that was not searched says so, and a searched arm
+    whose cell is not finished (no winner yet) says that instead."""
     def control(label, mean, held):
         return {"kind": "control", "text": f"control: {label} learns at N=20", "held": held,
-                "verdict": "held" if held else "did not hold", "values": {"label": label, "N": 20, "mean": mean}}
+                "verdict": {True: "held", False: "did not hold", None: "no verdict"}[held],
+                "values": {"label": label, "N": 20, "mean": mean}}
 
     for name, summary in (
             ("dyck-fig2-search", {"winners": [{"label": "LSTM-64", "N": 20, "params": {"train.lr": 0.01}},
                                               {"label": "TF-(1,256)", "N": 20, "params": {"train.lr": 0.0003,
                                                                                         "model_params.layers": 2}}],
+                                  "search": {"arms": ["LSTM-64", "TF-(1,256)", "Mamba-64"]},
                                   "claims": [control("LSTM-64", 0.995, True), control("TF-(1,256)", 0.942, False),
-                                             control("TF-(1,64)", 0.98, True)]}),
+                                             control("TF-(1,64)", 0.98, True), control("Mamba-64", None, None)]}),
             ("dyck-fig2-cpu", {"claims": [control("LSTM-64", 0.5, False)]})):  # no search: not listed
         (tmp_path / name).mkdir()
         (tmp_path / name / "summary.json").write_text(json.dumps({"preset": "dyck-fig2", "cells": [], **summary}))
@@ -215,4 +218,6 @@ def test_the_search_controls_block_lists_each_searched_control_with_its_winner(t
     assert rows == ["| [dyck-fig2-search](results/dyck-fig2-search/) | 20 | LSTM-64 | held | 99.5% | lr 1e-2 |",
                     "| [dyck-fig2-search](results/dyck-fig2-search/) | 20 | TF-(1,256) | did not hold | 94.2% | "
                     "lr 3e-4, layers 2 |",
-                    "| [dyck-fig2-search](results/dyck-fig2-search/) | 20 | TF-(1,64) | held | 98.0% | not searched |"]
+                    "| [dyck-fig2-search](results/dyck-fig2-search/) | 20 | TF-(1,64) | held | 98.0% | not searched |",
+                    "| [dyck-fig2-search](results/dyck-fig2-search/) | 20 | Mamba-64 | no verdict | – | "
+                    "not found yet (the search not finished) |"]

@@ -336,14 +336,17 @@ def search_controls(root: Path, link: str) -> list[str]:
         if standing(folder, first_line(folder)) != "current" or not d.get("winners"):
             continue
         won = {(w["label"], int(w["N"])): w.get("params") or {} for w in d["winners"]}
+        searched = set((d.get("search") or {}).get("arms") or ())
         name = folder.relative_to(root).as_posix()
         for c in d.get("claims") or []:
             v = c.get("values") or {}
             if c.get("kind") != "control" or "label" not in v or "N" not in v:
                 continue
             params = won.get((v["label"], int(v["N"])))
+            winner = (_params(params) if params is not None
+                      else "not found yet (the search not finished)" if v["label"] in searched else "not searched")
             out.append(f"| [{name}]({link}{name}/) | {v['N']} | {v['label']} | {verdict(c)} | {pct(v.get('mean'))} | "
-                       f"{_params(params) if params is not None else 'not searched'} |")
+                       f"{winner} |")
     return out if len(out) > 2 else []
 
 
