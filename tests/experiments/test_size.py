@@ -4,6 +4,7 @@ in the analysis, and the paper-A experiments' plumbing."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -453,8 +454,6 @@ def _reads_claim(preset: str, folder: str, test_set: str, label: str, N: int, te
     FOLDER) would make were that cell's test accuracy `test` and its accuracy on the extra test
     set `extra` (a small seed-to-seed spread)."""
     import copy
-    import json
-    from pathlib import Path
 
     path = Path(__file__).resolve().parents[2] / "docs" / "results" / folder / "summary.json"
     d = copy.deepcopy(json.loads(path.read_text()))
@@ -565,6 +564,17 @@ def test_nn_state_judges_the_arm_short_of_state_and_leaves_the_one_with_room_wit
     s = exp.state
     assert s.unequal() == [] and s.seeds >= 3 and 3e-3 in s.lrs and s.curriculum
     assert {c.train.lr for c in exp.plan("state", "cpu")} == set(s.lrs)
+    # its budget is at least 1.5x the step where the calibrated control (Mamba-16 at N = 20, the
+    # grid's lr) first reached 95% validation, read from the committed calibration: a budget
+    # below it is a control that cannot pass (at the cpu scale's 8000 steps that run was at 92.9%)
+    calib = Path(__file__).resolve().parents[2] / "docs" / "results" / "nn-controls" / "runs.jsonl"
+    firsts = []
+    for line in calib.read_text().splitlines():
+        r = json.loads(line)
+        c = json.loads(r["config"])
+        if c["label"] == "Mamba-16" and c["task_params"]["N"] == 20 and c["train"]["lr"] in s.lrs:
+            firsts += [n // 64 for n, err in json.loads(r["curve"]) if err <= 0.05][:1]
+    assert firsts and s.steps >= 1.5 * min(firsts), (s.steps, firsts)
 
     def claims(acc: dict) -> list:
         return _cpu_claims(exp, lambda label, N: 0.99 if N == 20 or label == "TF-(2,64)" else 0.8, acc, "state")
