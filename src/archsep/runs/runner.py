@@ -2,10 +2,13 @@
 
 Every finished run is committed to `OUT/archsep.db` (see `store`) as soon as its batch is
 back, so a crash or a kill never loses finished results, and a rerun skips them. The
-executor (`local` process pool or `ray`) only computes; this process alone writes.
+executor (`local` process pool or `ray`) only computes; this process alone writes. A run the
+store holds under another budget that reached its threshold before this one's budget is not
+trained again (`same_runs`): the numbers would be the same.
 """
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import sys
@@ -16,12 +19,12 @@ from ..config import RunConfig
 from ..engine.planning import check_memory
 from ..errors import ArchsepError
 from ..runs.cost import progress_weights
-from ..engine.checkpoint import Checkpoints, discard, saved_steps, tidy
+from ..engine.checkpoint import Checkpoints, continuable, discard, prefix_key, saved_steps, tidy
 from .executors import checkpoint_every, cores, default_workers, make_executor, plan_batches
 from .launch import Launch
 from .progress import Progress
 from ..store.db import Store, disk_full, open_store
-from ..store.rows import result_from_row
+from ..store.rows import _dumps, now, result_from_row
 from ..results import RunResult
 
 
@@ -82,6 +85,45 @@ def stale_code(done: dict[str, RunResult], configs: dict[str, RunConfig], desc: 
     return len(stale)
 
 
+def _same_key(c: RunConfig) -> str | None:
+    """The identity a run shares with every run that differs from it only in its budget and
+    whose first steps are the same (`continuable`, stopping at its threshold); None otherwise."""
+    return prefix_key(c) if continuable(c) and c.train.stop_at_threshold else None
+
+
+def same_runs(store: Store, todo: Sequence[RunConfig]) -> list[dict]:
+    """Rows for runs of `todo` that the store already holds under another budget: the same run
+    (`_same_key`) stored with status ok, having reached its threshold within this one's budget,
+    would stop at the same step with the same numbers (the learning rate is constant and nothing
+    before the stop looks at the budget). Each row is that run's, under this config and run id,
+    with wall_s 0 (nothing trained) and extra["same_as"] naming the run it repeats."""
+    want: dict[str, list[RunConfig]] = {}
+    for c in todo:
+        if (k := _same_key(c)) is not None:
+            want.setdefault(k, []).append(c)
+    if not want:
+        return []
+    found: dict[str, tuple[str, int]] = {}  # todo run id -> (stored run id, its samples)
+    for rid, config, samples in store.ok_runs():
+        try:
+            k = _same_key(RunConfig.from_dict(json.loads(config)))
+        except (ArchsepError, ValueError, TypeError):
+            continue  # a config this version does not read: not the same run
+        for c in want.get(k or "", []):
+            if samples is not None and samples <= c.train.budget and c.run_id not in found:
+                found[c.run_id] = (rid, samples)
+    if not found:
+        return []
+    rows = {r["run_id"]: r for r in store.rows({rid for rid, _ in found.values()})}
+    out = []
+    for c in todo:
+        if c.run_id in found and (row := rows.get(found[c.run_id][0])) is not None:
+            extra = {**json.loads(row["extra"] or "{}"), "same_as": row["run_id"]}
+            out.append({**row, "run_id": c.run_id, "config": _dumps(c.to_dict()), "wall_s": 0.0,
+                        "extra": _dumps(extra), "started_at": now(), "finished_at": now(), "committed_at": ""})
+    return out
+
+
 def run_configs(configs: Sequence[RunConfig], out_dir: str | Path | None = None, workers: int | None = 1,
                 progress: bool = True, on_result: Callable[[RunResult], None] | None = None,
                 desc: str = "runs", executor: str = "local", address: str | None = None,
@@ -133,6 +175,10 @@ def launch_runs(configs: Sequence[RunConfig], launch: Launch, desc: str = "runs"
             finished = store.finished_ids(include_errors=not retry_errors)
             done = {r.run_id: r for r in store.results([i for i in unique if i in finished])}
         todo = [c for c in dict(zip(ids, configs)).values() if c.run_id not in done]
+        if store is not None and todo:  # the same run stored under another budget: not trained again
+            for row in same_runs(store, todo):
+                done[row["run_id"]] = commit(row, store, None, ck, 0, len(todo))
+            todo = [c for c in todo if c.run_id not in done]
         if ck is not None:  # a run stored after its last save and before its checkpoint went
             for rid in done:
                 discard(ck, rid)

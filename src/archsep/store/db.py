@@ -296,6 +296,11 @@ class Store:
         q = "SELECT run_id FROM runs" + ("" if include_errors else " WHERE status != 'error'")
         return {r[0] for r in self._conn.execute(q)}
 
+    def ok_runs(self) -> list[tuple[str, str, int | None]]:
+        """(run id, config as stored, samples) of every run stored with status ok."""
+        q = "SELECT run_id, config, samples FROM runs WHERE status = 'ok'"
+        return [(r[0], r[1], r[2]) for r in self._conn.execute(q)]
+
     def rows(self, run_ids: Iterable[str] | None = None) -> list[dict]:
         if run_ids is None:
             return [dict(r) for r in self._conn.execute("SELECT * FROM runs ORDER BY committed_at")]
