@@ -23,6 +23,15 @@ def tiny_toml(name: str = "tiny", Ns=(2, 3), seeds: int | list = 1, budget: int 
             + ('\n[analysis]\nseparations = [["TF", "FFN"]]\n' if {"tf-b", "ffn"} <= set(arms) else "\n"))
 
 
+def lstm_toml(name: str, task: str, N: int, budget: int, threshold: float, lr: float = 1e-3, seeds: int = 2) -> str:
+    """A sweep of one small LSTM (hidden 16) on `task` at length N: evaluated at every scheduled
+    point (every 20 steps), its best checkpoint kept and tested."""
+    return (f'name = "{name}"\nseeds = {seeds}\n[base]\ntask = "{task}"\ntask_params = {{ N = {N} }}\n'
+            'arch = "lstm"\nmodel_params = { hidden = 16 }\n[base.train]\n'
+            f"budget = {budget}\neval_every = 20\neval_size = 300\ntest_size = 300\n"
+            f'eval_mode = "every"\nkeep_best = true\nthreshold = {threshold}\nweight_decay = 0.0\nlr = {lr}\n')
+
+
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path

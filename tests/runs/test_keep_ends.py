@@ -5,25 +5,7 @@ from __future__ import annotations
 
 from archsep.cli import main
 from archsep.store import open_store
-from sweep_util import write
-
-TOML = """name = "ends"
-seeds = 2
-[base]
-task = "index-lookup"
-task_params = {{ N = 6 }}
-arch = "lstm"
-model_params = {{ hidden = 16 }}
-[base.train]
-budget = {budget}
-eval_every = 20
-eval_size = 300
-test_size = 300
-eval_mode = "every"
-keep_best = true
-threshold = 1e-6
-weight_decay = 0.0
-"""
+from sweep_util import lstm_toml, write
 
 
 def _results(out) -> dict:
@@ -32,8 +14,8 @@ def _results(out) -> dict:
 
 
 def test_raising_the_budget_goes_on_from_the_ends_to_the_numbers_of_a_run_trained_from_the_start(tmp_path):
-    small, big = write(tmp_path / "small.toml", TOML.format(budget=64 * 60)), \
-        write(tmp_path / "big.toml", TOML.format(budget=64 * 140))
+    small, big = write(tmp_path / "small.toml", lstm_toml("ends", "index-lookup", 6, 64 * 60, 1e-6)), \
+        write(tmp_path / "big.toml", lstm_toml("ends", "index-lookup", 6, 64 * 140, 1e-6))
     out = tmp_path / "out"
     args = ["--workers", "1", "--no-progress", "--keep-ends"]
     assert main(["sweep", str(small), "--out", str(out), *args]) == 0

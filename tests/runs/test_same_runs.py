@@ -7,31 +7,13 @@ from __future__ import annotations
 
 from archsep.cli import main
 from archsep.store import open_store
-from sweep_util import write
+from sweep_util import lstm_toml, write
 
-TOML = """name = "same"
-seeds = 2
-[base]
-task = "dyck"
-task_params = {{ N = 8 }}
-arch = "lstm"
-model_params = {{ hidden = 16 }}
-[base.train]
-budget = {budget}
-eval_every = 20
-eval_size = 300
-test_size = 300
-eval_mode = "every"
-keep_best = true
-threshold = {threshold}
-weight_decay = 0.0
-lr = 0.01
-"""
 ARGS = ["--workers", "1", "--no-progress"]
 
 
 def _sweep(tmp_path, out, budget: int, threshold: float) -> dict:
-    f = write(tmp_path / f"s{budget}-{threshold}.toml", TOML.format(budget=64 * budget, threshold=threshold))
+    f = write(tmp_path / f"s{budget}-{threshold}.toml", lstm_toml("same", "dyck", 8, 64 * budget, threshold, lr=0.01))
     assert main(["sweep", str(f), "--out", str(out), *ARGS]) == 0
     with open_store(out) as st:
         return {r.config["seed"]: r for r in st.results() if r.config["train"]["budget"] == 64 * budget
