@@ -103,24 +103,24 @@ def same_runs(store: Store, todo: Sequence[RunConfig]) -> list[dict]:
             want.setdefault(k, []).append(c)
     if not want:
         return []
-    found: dict[str, tuple[str, int]] = {}  # todo run id -> (stored run id, its samples)
+    found: dict[str, str] = {}  # todo run id -> the stored run id it repeats
     for rid, config, samples in store.ok_runs():
         try:
             k = _same_key(RunConfig.from_dict(json.loads(config)))
         except (ArchsepError, ValueError, TypeError):
             continue  # a config this version does not read: not the same run
         for c in want.get(k or "", []):
-            if samples is not None and samples <= c.train.budget and c.run_id not in found:
-                found[c.run_id] = (rid, samples)
+            if samples is not None and samples <= c.train.budget:
+                found.setdefault(c.run_id, rid)
     if not found:
         return []
-    rows = {r["run_id"]: r for r in store.rows({rid for rid, _ in found.values()})}
-    out = []
+    rows = {r["run_id"]: r for r in store.rows(set(found.values()))}
+    out, at = [], now()
     for c in todo:
-        if c.run_id in found and (row := rows.get(found[c.run_id][0])) is not None:
+        if c.run_id in found and (row := rows.get(found[c.run_id])) is not None:
             extra = {**json.loads(row["extra"] or "{}"), "same_as": row["run_id"]}
             out.append({**row, "run_id": c.run_id, "config": _dumps(c.to_dict()), "wall_s": 0.0,
-                        "extra": _dumps(extra), "started_at": now(), "finished_at": now(), "committed_at": ""})
+                        "extra": _dumps(extra), "started_at": at, "finished_at": at, "committed_at": ""})
     return out
 
 
