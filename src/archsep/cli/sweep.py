@@ -70,6 +70,19 @@ def finished_in(out: str | Path) -> set[str]:
         return store.finished_ids()
 
 
+def repeated_in(out: str | Path, configs) -> set[str]:
+    """The run ids of `configs` that OUT's store holds as the same run under another budget
+    (`runs.runner.same_runs`): a run copies them instead of training them, so they cost nothing."""
+    from ..runs.runner import same_runs
+    from ..store import DB_NAME, open_store
+
+    if not (Path(out) / DB_NAME).exists():
+        return set()
+    with open_store(out, create=False) as store:
+        done = store.finished_ids()
+        return {row["run_id"] for row in same_runs(store, [c for c in configs if c.run_id not in done])}
+
+
 def stored_results(out: str | Path) -> dict:
     """OUT's store's finished runs, run id -> result (none where there is no store yet)."""
     from ..store import DB_NAME, open_store
@@ -87,11 +100,12 @@ def print_costs(name: str, configs, out, workers: int | None) -> None:
     from ..runs.cost import estimate, report
     from ..runs.executors import cores
 
-    finished = finished_in(out) & {c.run_id for c in configs}
+    same = repeated_in(out, configs)
+    finished = (finished_in(out) | same) & {c.run_id for c in configs}
     # a pending run with a checkpoint goes on from its step: only the rest is counted
     ck = Checkpoints.beside(out)
     started = saved_steps(ck, [c for c in configs if c.run_id not in finished])
-    text = report(name, estimate(configs, workers or cores(), finished, started))
+    text = report(name, {**estimate(configs, workers or cores(), finished, started), "same": len(same)})
     print("\n".join(printable(line) for line in text.splitlines()))
 
 
@@ -141,9 +155,13 @@ def print_search_price(s, out: Path, workers: int | None) -> None:
     from ..runs.executors import cores
     from ..runs.search import price, price_report
 
+    search = s.search
     stored = stored_results(out)
-    est = price(s.search, workers or cores(), set(stored), stored)
-    print("\n".join(printable(line) for line in price_report(s.name, s.search, est).splitlines()))
+    every = [search.config(c, t, r, seed) for c, cell in enumerate(search.cells) for t in range(len(cell.flats))
+             for r, seed in [*((r, None) for r in range(len(search.steps))), *((None, x) for x in search.seeds)]]
+    same = repeated_in(out, every)
+    est = price(search, workers or cores(), set(stored) | same, stored)
+    print("\n".join(printable(line) for line in price_report(s.name, search, {**est, "same": len(same)}).splitlines()))
 
 
 def _search(s, a: argparse.Namespace, launch, out: Path) -> int:

@@ -212,7 +212,9 @@ def report(name: str, est: dict) -> str:
     lines = [f"{name}: {est['runs']} runs, {est['to_run']} to run in {est['batches']} batches; every run "
              f"to its budget, the losers of a learning-rate race to their rung (runs that reach their threshold "
              f"or a plateau stop sooner)"
-             + (f"; {est['resumed']} go on from a checkpoint, counted from its step" if est.get("resumed") else "")]
+             + (f"; {est['resumed']} go on from a checkpoint, counted from its step" if est.get("resumed") else "")
+             + (f"; {est['same']} the store holds as the same run under another budget (stopped at its threshold "
+                "within this one): copied, not trained" if est.get("same") else "")]
     w = max([4] + [len(a.label) for a in est["archs"]]) + 2
     m = max([5] + [len(a.model) for a in est["archs"]]) + 2
     lines.append(f"  {'arch':<{w}}{'model':<{m}}{'runs':>5} {'GFLOP/step':>16}{'train TFLOP':>13}"

@@ -212,7 +212,9 @@ def price_report(name: str, search: Search, est: dict[str, Any]) -> str:
              + (f", and every trial within {search.tie:g} standard errors of the last kept one's held-out error"
                 if search.tie else "")
              + f"); each winner with "
-             f"{len(search.seeds)} seed(s). Priced at its worst: the most expensive trials go on and none stops early"]
+             f"{len(search.seeds)} seed(s). Priced at its worst: the most expensive trials go on and none stops early"
+             + (f"; {est['same']} of its runs the store holds as the same run under another budget (stopped at "
+                "its threshold within this one): copied, not trained, priced at 0" if est.get("same") else "")]
     if est.get("decided"):  # a search under way: what the store already decides
         lines.append("  the store decides: " + "; ".join(
             f"{name}: {'every rung' if dec == len(est['steps']) else f'rung(s) 1-{dec}' if dec else 'no rung yet'}"
