@@ -292,3 +292,24 @@ def test_the_mamba_width_search_orders_the_widths_under_the_transformer_and_each
 
     assert tf_ids(mine) == tf_ids(lookup)  # the Transformer arm is lookup's search's: the same runs
     assert [len(c.flats) for c in mine.cells if c.searched] == [10] * 4  # lr x positions, every point a trial
+
+
+def test_dyck_searchs_last_rung_lets_its_slowest_calibrated_control_pass():
+    """dyck-fig2's search ends at a rung of at least 1.5x the step where the slowest control of
+    its committed calibration (TF-(1,256) at N = 20, docs/results/dyck-controls/runs-long.jsonl)
+    first reached 99% validation: under the former 20k-step last rung that control failed at a
+    95.2% plateau it leaves only after about 30k steps (a rung below it fails this test)."""
+    from archsep.experiments.paper_a.dyck import DyckFig2
+    from archsep.experiments.size_search import search_sweep
+
+    calib = Path(__file__).resolve().parents[2] / "docs" / "results" / "dyck-controls" / "runs-long.jsonl"
+    firsts = {}
+    for line in calib.read_text().splitlines():
+        r = json.loads(line)
+        c = json.loads(r["config"])
+        firsts[c["label"]] = next(n // 64 for n, err in json.loads(r["curve"]) if err <= 0.01 + 1e-9)
+    assert set(firsts) == {"TF-(1,256)", "TF-(1,64)"} and firsts["TF-(1,256)"] > 20000
+    search = search_sweep("dyck-fig2", "search", DyckFig2.search, at=[20]).search
+    assert search is not None
+    last = search.steps[-1]
+    assert last >= 1.5 * max(firsts.values()), (last, firsts)
