@@ -12,8 +12,13 @@ from sweep_util import lstm_toml, write
 ARGS = ["--workers", "1", "--no-progress"]
 
 
+def _file(tmp_path, budget: int, threshold: float):
+    text = lstm_toml("same", "dyck", 8, 64 * budget, threshold, lr=0.01)
+    return write(tmp_path / f"s{budget}-{threshold}.toml", text)
+
+
 def _sweep(tmp_path, out, budget: int, threshold: float) -> dict:
-    f = write(tmp_path / f"s{budget}-{threshold}.toml", lstm_toml("same", "dyck", 8, 64 * budget, threshold, lr=0.01))
+    f = _file(tmp_path, budget, threshold)
     assert main(["sweep", str(f), "--out", str(out), *ARGS]) == 0
     with open_store(out) as st:
         return {r.config["seed"]: r for r in st.results() if r.config["train"]["budget"] == 64 * budget
@@ -22,7 +27,7 @@ def _sweep(tmp_path, out, budget: int, threshold: float) -> dict:
 
 def _priced(tmp_path, out, budget: int, threshold: float, capsys) -> str:
     """The first line of `sweep --dry-run`'s price for that sweep into OUT."""
-    f = write(tmp_path / f"s{budget}-{threshold}.toml", lstm_toml("same", "dyck", 8, 64 * budget, threshold, lr=0.01))
+    f = _file(tmp_path, budget, threshold)
     capsys.readouterr()
     assert main(["sweep", str(f), "--out", str(out), "--dry-run", *ARGS]) == 0
     return next(line for line in capsys.readouterr().out.splitlines() if " to run in " in line)
@@ -38,8 +43,8 @@ def test_a_run_that_reached_its_threshold_is_the_same_run_under_a_larger_budget(
     small = _sweep(tmp_path, out, 200, 0.15)
     assert all(r.status == "ok" and r.samples < 64 * 200 for r in small.values()), [r.status for r in small.values()]
     # --dry-run prices the copies at nothing: none of the two is trained
-    assert "2 runs, 0 to run" in _priced(tmp_path, out, 500, 0.15, capsys), _priced(tmp_path, out, 500, 0.15, capsys)
-    assert "2 the store holds as the same run" in _priced(tmp_path, out, 500, 0.15, capsys)
+    line = _priced(tmp_path, out, 500, 0.15, capsys)
+    assert "2 runs, 0 to run" in line and "2 the store holds as the same run" in line, line
     big = _sweep(tmp_path, out, 500, 0.15)
     plain = _sweep(tmp_path, fresh, 500, 0.15)  # trained from step 0 in a store of its own
     for seed in (0, 1):

@@ -70,17 +70,18 @@ def finished_in(out: str | Path) -> set[str]:
         return store.finished_ids()
 
 
-def repeated_in(out: str | Path, configs) -> set[str]:
-    """The run ids of `configs` that OUT's store holds as the same run under another budget
-    (`runs.runner.same_runs`): a run copies them instead of training them, so they cost nothing."""
+def repeated_in(out: str | Path, configs, finished: set[str]) -> set[str]:
+    """The run ids of `configs` not `finished` that OUT's store holds as the same run under
+    another budget (`runs.runner.same_runs`): a run copies them instead of training them, so
+    they cost nothing."""
     from ..runs.runner import same_runs
     from ..store import DB_NAME, open_store
 
-    if not (Path(out) / DB_NAME).exists():
+    todo = [c for c in configs if c.run_id not in finished]
+    if not todo or not (Path(out) / DB_NAME).exists():
         return set()
     with open_store(out, create=False) as store:
-        done = store.finished_ids()
-        return {row["run_id"] for row in same_runs(store, [c for c in configs if c.run_id not in done])}
+        return {row["run_id"] for row in same_runs(store, todo)}
 
 
 def stored_results(out: str | Path) -> dict:
@@ -100,8 +101,9 @@ def print_costs(name: str, configs, out, workers: int | None) -> None:
     from ..runs.cost import estimate, report
     from ..runs.executors import cores
 
-    same = repeated_in(out, configs)
-    finished = (finished_in(out) | same) & {c.run_id for c in configs}
+    stored = finished_in(out)
+    same = repeated_in(out, configs, stored)
+    finished = (stored | same) & {c.run_id for c in configs}
     # a pending run with a checkpoint goes on from its step: only the rest is counted
     ck = Checkpoints.beside(out)
     started = saved_steps(ck, [c for c in configs if c.run_id not in finished])
@@ -159,7 +161,7 @@ def print_search_price(s, out: Path, workers: int | None) -> None:
     stored = stored_results(out)
     every = [search.config(c, t, r, seed) for c, cell in enumerate(search.cells) for t in range(len(cell.flats))
              for r, seed in [*((r, None) for r in range(len(search.steps))), *((None, x) for x in search.seeds)]]
-    same = repeated_in(out, every)
+    same = repeated_in(out, every, set(stored))
     est = price(search, workers or cores(), set(stored) | same, stored)
     print("\n".join(printable(line) for line in price_report(s.name, search, {**est, "same": len(same)}).splitlines()))
 
