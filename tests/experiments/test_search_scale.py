@@ -83,9 +83,14 @@ def test_a_search_scale_reads_each_familys_winner_and_its_claims_name_their_prot
 def test_a_search_summary_with_one_length_done_states_the_controls_only(tmp_path, registered):
     registered(EXPERIMENTS, "tiny-search", TinySearch)
     summary = reproduce("tiny-search", "search", Launch(tmp_path, workers=1, progress=False), at=[6])
-    assert summary.data["Ns"] == [6] and summary.data["incomplete"] == ["LSTM N=8", "TF-(1,64) N=8"]
+    # the cells at 8: not finished, or not run where their arm's control failed at 6 (its runs are
+    # too short to learn; tests/experiments/test_size_unused.py)
+    d = summary.data
+    at8 = sorted(d["incomplete"] + [c["cell"] for c in d["not_run"]])
+    assert d["Ns"] == [6] and at8 == ["LSTM N=8", "TF-(1,64) N=8"]
     assert [c.kind for c in summary.claims] == ["control", "control"]
-    assert "not finished: LSTM N=8, TF-(1,64) N=8" in (tmp_path / "summary.txt").read_text()
+    text = (tmp_path / "summary.txt").read_text()
+    assert all(cell in text for cell in ("LSTM N=8", "TF-(1,64) N=8"))
 
 
 def test_the_same_size_scales_name_their_protocol():

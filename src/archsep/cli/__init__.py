@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only the runs at these points of the figure's axis (N, or q for qstr-fig3), e.g. 1,2; "
                         "the others can be added later into the same --out")
     add_with_arg(r)
+    r.add_argument("--every-cell", action="store_true",
+                   help="a search scale: also train the cells no claim can use (an arm whose positive control "
+                        "failed, at longer lengths), which it leaves out otherwise")
     r.add_argument("--finished-only", action="store_true",
                    help="train nothing: write the outputs (runs.csv, summary, figures) from the runs --out's store "
                         "already holds, e.g. a long run's results so far; the summary says how many are pending")
@@ -91,10 +94,21 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         from .sweep import print_costs
 
         s = plan_sweep(exp, scale, a.device, overrides, a.only, a.at, a.with_archs)
+        out = a.out or default_out(a.preset, scale, overrides)
+        left: list[str] = []
+        if s.search is not None and not a.every_cell:  # as the run would: without the cells no claim can use
+            from pathlib import Path
+
+            from ..experiments.reproduce import without_unused
+
+            s, left = without_unused(exp, scale, s, Path(out))
         print(f"{s.name}: {len(s.configs)} run(s); estimating their cost", flush=True)  # the count first
         if scale in exp.caveats:
             print(f"scale {scale}: {exp.caveats[scale]}", flush=True)
-        out = a.out or default_out(a.preset, scale, overrides)
+        if left:
+            from ..experiments.size_search import NOT_RUN
+
+            print(f"not run: {', '.join(left)}: {NOT_RUN}", flush=True)
         if s.search is not None:
             from .sweep import print_search_price
 
@@ -105,7 +119,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     if scale in exp.caveats:
         print(f"scale {scale}: {exp.caveats[scale]}", file=sys.stderr, flush=True)
     summary = reproduce(exp, scale, launch, overrides, a.only, at=a.at, train=not a.finished_only,
-                        extra=a.with_archs)
+                        extra=a.with_archs, every_cell=a.every_cell)
     print(exp.summary_text(summary))
     return errors_exit(summary.results, summary.out)
 

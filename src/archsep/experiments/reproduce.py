@@ -3,12 +3,14 @@ Writes OUT/archsep.db (every run), runs.csv, summary.json, the figures and summa
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from pathlib import Path
 
 from ..errors import ArchsepError
 from ..fileio import OWNED, atomic_write, check_output, default_dir
 from ..results import Summary
+from ..sweeps.file import Sweep
 from ..runs.launch import Launch
 from ..runs.executors import default_workers
 from ..runs.runner import launch_runs
@@ -17,6 +19,7 @@ from ..store import DB_NAME, open_store
 from ..reporting.tables import write_csv
 from .base import EXPERIMENTS, Experiment, write_json
 from .plan import plan_sweep
+from .size_search import NOT_RUN
 
 # the per-preset JSON-lines stores of archsep before every run went to archsep.db (paper A's
 # cells, Figure 2's runs): a directory holding one is refused, not silently mixed
@@ -126,9 +129,26 @@ def stored_all(out_dir: Path) -> list:
         return store.results()
 
 
+def without_unused(exp: Experiment, scale: str, sweep: Sweep, out_dir: Path) -> tuple[Sweep, list[str]]:
+    """`sweep` (a search scale's) without its cells that no claim can use, as the runs the store
+    of `out_dir` holds decide it (`size_unused`: their arm's positive control failed), and those
+    cells' names; `sweep` itself where there is no store or no such cell."""
+    if sweep.search is None or not (out_dir / DB_NAME).is_file():
+        return sweep, []
+    left = {(c["label"], c["N"]) for c in exp.summarize(stored_all(out_dir), scale).data.get("not_run") or []}
+    s = sweep.search
+    keep = [c for c, cell in enumerate(s.cells) if (cell.label, cell.point.get("task_params.N")) not in left]
+    if len(keep) == len(s.cells):
+        return sweep, []
+    search = dataclasses.replace(s, cells=[s.cells[c] for c in keep],
+                                 batch_sizes={i: s.batch_sizes[c] for i, c in enumerate(keep)})
+    names = [cell.name for c, cell in enumerate(s.cells) if c not in keep]
+    return dataclasses.replace(sweep, search=search, configs=search.first_rung()), names
+
+
 def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None = None,
               overrides: dict | None = None, only: list[str] | None = None, at: list[int] | None = None,
-              train: bool = True, extra: list[str] | None = None, **options) -> Summary:
+              train: bool = True, extra: list[str] | None = None, every_cell: bool = False, **options) -> Summary:
     """Run experiment `name` (or an experiment already built) at `scale`, with `overrides` of
     every run's fields (e.g. {"train.weight_decay": 0.1}), `only` some of its architectures
     (e.g. ["TF", "FFN"]), `at` some points of its axis (e.g. [1, 2]) and, for the atlas, `extra`
@@ -137,7 +157,8 @@ def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None
     (`runs.launch.Launch`), or its fields as keyword arguments: out, workers, device, progress,
     executor, address, retry_errors, log. With `train=False` nothing is trained: the outputs are
     written from the planned runs OUT's store already holds (a long run's results so far), and
-    the summary's notes say how many planned runs are still pending."""
+    the summary's notes say how many planned runs are still pending. A search scale leaves out the
+    cells no claim can use (`without_unused`) unless `every_cell`."""
     exp = EXPERIMENTS.get(name)() if isinstance(name, str) else name
     name = exp.registry_name
     launch = (launch or Launch(**options)).check()
@@ -152,7 +173,12 @@ def reproduce(name: str | Experiment, scale: str = "full", launch: Launch | None
     if sweep.search is not None:  # a search scale: its rungs, then the analysis replays it over the store
         # (OUT/search.json is then the whole search's outcome, every length, not only --at's)
         if train:
-            run_search(sweep, launch)
+            if not every_cell:
+                sweep, left = without_unused(exp, scale, sweep, out_dir)
+                if left:
+                    print(f"{name}: not run: {', '.join(left)}: {NOT_RUN}", file=sys.stderr, flush=True)
+            if sweep.search is not None and sweep.search.cells:
+                run_search(sweep, launch)
         results = stored_all(out_dir)
     else:
         results = (launch_runs(sweep.configs, launch, desc=name, sweep=sweep) if train

@@ -19,11 +19,14 @@ from typing import TYPE_CHECKING, Any
 from ..results import Claim, RunResult, Summary
 from ..sweeps.file import Sweep, parse
 from ..sweeps.search import Search, Walk, replay
+from .size_unused import unused
 
 if TYPE_CHECKING:
     from ..config import RunConfig
 
 SAME_SIZE, SEARCH = "same size", "the paper's search"
+NOT_RUN = ("their arm's positive control failed, so no claim there can reach a verdict "
+           "(`experiments/size_unused.py`; --every-cell trains them)")
 LRS = [1e-2, 3e-3, 1e-3, 3e-4, 1e-4]  # the searches' learning rates: the paper's log grid from 1e-2, to 1e-4
 # the binary tasks' searches (Dyck, equality): a trial within two standard errors of the last kept
 # one's validation error goes on too (`sweeps.search`, tie): near chance, on 1000 examples, 3.2
@@ -143,9 +146,19 @@ def analyze(exp: Any, results: list[RunResult], scale: str) -> Summary:
         "unequal": [], "n_cells": len(records),
         "n_errors": sum(r["status"] == "error" for r in records),
         "n_missing": sum(r["status"] == "missing" for r in records), "cells": records,
-        "incomplete": sorted(search.cells[c].name for c in w.incomplete),
-        "notes": [f"{len(w.incomplete)} cell(s) of the search are not finished: "
-                  + ", ".join(sorted(search.cells[c].name for c in w.incomplete))] if w.incomplete else []}
+        "incomplete": [], "not_run": [], "notes": []}
+    # a cell not finished that no claim can use (its arm's control failed) is not run: said apart
+    pending = {(cell.label, int(cell.point["task_params.N"])): cell.name
+               for c, cell in enumerate(search.cells) if c in w.incomplete}
+    left = set(unused(exp, data, scale, list(pending)))
+    data["not_run"] = [{"label": lab, "N": N, "cell": pending[lab, N]} for lab, N in sorted(left)]
+    data["incomplete"] = sorted(name for key, name in pending.items() if key not in left)
+    if data["incomplete"]:
+        data["notes"].append(f"{len(data['incomplete'])} cell(s) of the search are not finished: "
+                             + ", ".join(data["incomplete"]))
+    if left:
+        data["notes"].append(f"{len(left)} cell(s) not run: {NOT_RUN}: "
+                             + ", ".join(c["cell"] for c in data["not_run"]))
     summary = Summary(exp.registry_name, scale, data, exp.claims_of(data, scale), w.results())
     summary.walk = (search, w)  # type: ignore[attr-defined]  # the curves' cells; not written
     return summary
@@ -217,4 +230,6 @@ def protocol_text(d: dict) -> list[str]:
                      f"{c['winners_wall_s']:.0f} s)")
     if d.get("incomplete"):
         lines.append(f"    not finished: {', '.join(d['incomplete'])}")
+    if d.get("not_run"):
+        lines.append(f"    not run (the note says why): {', '.join(c['cell'] for c in d['not_run'])}")
     return lines
