@@ -9,9 +9,10 @@ and says so in its summary, where the claims show it: probed, not assumed. A cel
 - some claim reads it (its text changes with the cell's result: a cell no claim reads, e.g. a
   length between the shortest and the longest of lookup's, is the figure's, and trains), and
 - no claim's verdict changes with it: the same verdicts whether the cell is missing or scores
-  0 or 1, whatever the cells not finished yet score (each of 0, 0.5 and 1, the controls' and the
-  others' apart). A control not decided yet is one of those: filled at 1 it passes, and then a
-  claim gated on it reads the cell, which trains.
+  0 or 1, whatever the cells not finished yet score (each of 0, 0.5 and 1, at the shortest length
+  and at the others independently). A control not decided yet is one of those: filled at 1 it
+  passes, and then a claim gated on it reads the cell, which trains. A claim that reads results
+  other than by `get` sees no probe, so the cell looks unread and trains: the rule errs that way.
 
 The claims are the preset's own (`SizeExperiment.claims`), so a new preset, or a claim that
 compares with an arm whose control failed (Dyck's "TF-(1,64) below TF-(1,256)"), needs nothing
