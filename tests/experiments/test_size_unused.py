@@ -92,7 +92,7 @@ def test_a_search_trains_no_cell_it_leaves_out_and_its_verdicts_are_those_of_tra
     capsys.readouterr()
     assert main(out) == 0
     priced = capsys.readouterr().out
-    assert "not run: LSTM N=8: their arm's positive control failed" in priced and " 2 run(s)" in priced
+    assert "not run: LSTM N=8: a positive control their claims rest on failed" in priced and " 2 run(s)" in priced
     assert main([*out, "--every-cell"]) == 0
     priced = capsys.readouterr().out
     assert "not run" not in priced and " 6 run(s)" in priced

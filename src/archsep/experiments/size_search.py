@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from ..config import RunConfig
 
 SAME_SIZE, SEARCH = "same size", "the paper's search"
-NOT_RUN = ("their arm's positive control failed, so no claim there can reach a verdict "
-           "(`experiments/size_unused.py`; --every-cell trains them)")
+NOT_RUN = ("a positive control their claims rest on failed (their arm's own, or one gating them), so no claim there "
+           "can reach a verdict (`experiments/size_unused.py`; --every-cell trains them)")
 LRS = [1e-2, 3e-3, 1e-3, 3e-4, 1e-4]  # the searches' learning rates: the paper's log grid from 1e-2, to 1e-4
 # the binary tasks' searches (Dyck, equality): a trial within two standard errors of the last kept
 # one's validation error goes on too (`sweeps.search`, tie): near chance, on 1000 examples, 3.2
