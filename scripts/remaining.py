@@ -1,0 +1,75 @@
+"""What the runs still in flight or queued would cost, each priced by its own `--dry-run` against the
+store it goes into (docs/results/in-flight/README.md names the commands and how to build each store
+on a new machine):
+
+    python scripts/remaining.py [--runs /work/runs] > docs/results/in-flight/remaining.md
+
+One row per command: the core-hours of this machine at the worst (every run to its budget, every
+trial promoted) and, for a search, its estimate (the geometric middle of the worst and the
+size-blind price), and one H100's hours (modelled). A store that is missing is priced as empty
+(every run to train). Nothing is trained; the stores are only read.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+# (what, the archsep command's arguments, the store under --runs)
+QUEUE = [
+    ("Figure 3 retrieval-cpu, q = 2 (issue 54)", "reproduce qstr-fig3 --scale retrieval-cpu",
+     "qstr-fig3-retrieval-cpu"),
+    ("nearest neighbour, state (issue 54)", "reproduce nn-fig --scale state", "nn-state20"),
+    ("Dyck search, N = 20's last rung (issue 54)", "reproduce dyck-fig2 --scale search --at 20", "dyck-fig2-search"),
+    ("Dyck search, N = 50", "reproduce dyck-fig2 --scale search --at 50", "dyck-fig2-search"),
+    ("Dyck search, N = 100", "reproduce dyck-fig2 --scale search --at 100", "dyck-fig2-search"),
+    ("equality search, N = 100 (issue 54)", "reproduce equality-fig4 --scale search --at 100", "equality-fig4-search"),
+    ("lookup search, N = 200 (issue 52)", "reproduce lookup-fig2 --scale search --at 200", "lookup-fig2-search"),
+    ("mamba-width search, N = 20 (issue 52)", "reproduce mamba-width --scale search --at 20", "mamba-width-search"),
+]
+TOTAL = re.compile(r"total: .*?\(([\d.]+) (h|min) of one core\); on one H100 \(modelled\) about ([\d.]+) (h|min|s)")
+ESTIMATE = re.compile(r"estimate: .*?\(([\d.]+) (h|min) of one core\)")
+
+
+def hours(value: str, unit: str) -> float:
+    return float(value) * {"h": 1.0, "min": 1 / 60, "s": 1 / 3600}[unit]
+
+
+def price(args: str, store: Path) -> tuple[float | None, float | None, float | None, bool]:
+    """(worst core-hours, estimated core-hours or None, H100 hours, whether its steps were timed
+    under load) from the command's --dry-run."""
+    cmd = [sys.executable, "-m", "archsep", *args.split(), "--dry-run", "--out", str(store)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout
+    total, est = TOTAL.search(out), ESTIMATE.search(out)
+    loaded = "timed while other work kept every core busy" in out
+    if total is None:
+        return None, None, None, loaded
+    return (hours(total.group(1), total.group(2)), hours(est.group(1), est.group(2)) if est else None,
+            hours(total.group(3), total.group(4)), loaded)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=Path, default=Path("/work/runs"), help="the folder of the stores")
+    a = ap.parse_args()
+    print(f"# What the queued runs cost ({datetime.now(timezone.utc):%Y-%m-%d}, `python scripts/remaining.py`)\n")
+    print("| what | command | this machine, core-hours at worst | estimate | one H100, hours (modelled) |")
+    print("|---|---|---|---|---|")
+    any_loaded = False
+    for what, args, store in QUEUE:
+        worst, est, gpu, loaded = price(args, a.runs / store)
+        any_loaded |= loaded
+        cell = (lambda v: "–" if v is None else f"{v:.1f}")
+        print(f"| {what} | `archsep {args}` | {cell(worst)} | {cell(est)} | {cell(gpu)} |")
+    print("\nA search's estimate is its own `--dry-run`'s (benchmarks/search_estimate.py); a preset that is not a "
+          "search has its worst only, every run to its budget, where most stop at their threshold sooner.")
+    if any_loaded:
+        print("The step times were measured while other training kept every core busy: the CPU hours are upper "
+              "bounds (`--dry-run` says so).")
+
+
+if __name__ == "__main__":
+    main()
