@@ -20,8 +20,6 @@ from pathlib import Path
 
 # (what, the archsep command's arguments, the store under --runs)
 QUEUE = [
-    ("Figure 3 retrieval-cpu, q = 2 (issue 54)", "reproduce qstr-fig3 --scale retrieval-cpu",
-     "qstr-fig3-retrieval-cpu"),
     ("nearest neighbour, state (issue 54)", "reproduce nn-fig --scale state", "nn-state20"),
     ("Dyck search, N = 20's last rung (issue 54)", "reproduce dyck-fig2 --scale search --at 20", "dyck-fig2-search"),
     ("Dyck search, N = 50", "reproduce dyck-fig2 --scale search --at 50", "dyck-fig2-search"),
