@@ -40,6 +40,10 @@ def hours(value: str, unit: str) -> float:
     return float(value) * {"h": 1.0, "min": 1 / 60, "s": 1 / 3600}[unit]
 
 
+def cell(v: float | None) -> str:
+    return "–" if v is None else f"{v:.1f}"
+
+
 def price(args: str, store: Path) -> tuple[float | None, float | None, float | None, bool]:
     """(worst core-hours, estimated core-hours or None, H100 hours, whether its steps were timed
     under load) from the command's --dry-run."""
@@ -64,7 +68,6 @@ def main() -> None:
     for what, args, store in QUEUE:
         worst, est, gpu, loaded = price(args, a.runs / store)
         any_loaded |= loaded
-        cell = (lambda v: "–" if v is None else f"{v:.1f}")
         print(f"| {what} | `archsep {args}` | {cell(worst)} | {cell(est)} | {cell(gpu)} |")
     print("\nA search's estimate is its own `--dry-run`'s (benchmarks/search_estimate.py); a preset that is not a "
           "search has its worst only, every run to its budget, where most stop at their threshold sooner.")
