@@ -18,19 +18,20 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-# (what, the archsep command's arguments, the store under --runs)
+# (what, the archsep command's arguments, the store under --runs), in the order the two cores run
+# them (docs/results/in-flight/README.md)
 QUEUE = [
-    ("nearest neighbour, state (issue 54)", "reproduce nn-fig --scale state", "nn-state20"),
-    ("Dyck search, N = 20's last rung (issue 54)", "reproduce dyck-fig2 --scale search --at 20", "dyck-fig2-search"),
-    ("Dyck search, N = 50", "reproduce dyck-fig2 --scale search --at 50", "dyck-fig2-search"),
-    ("Dyck search, N = 100", "reproduce dyck-fig2 --scale search --at 100", "dyck-fig2-search"),
-    ("equality search, N = 100 (issue 54)", "reproduce equality-fig4 --scale search --at 100", "equality-fig4-search"),
-    ("lookup search, N = 200 (issue 52)", "reproduce lookup-fig2 --scale search --at 200", "lookup-fig2-search"),
-    ("mamba-width search, N = 20 (issue 52)", "reproduce mamba-width --scale search --at 20", "mamba-width-search"),
     ("lookup search-steps, the LSTM at N = 100 (issue 52)",
      "sweep docs/results/lookup-search-calibration/search-steps-lstm-n100.toml", "lss100"),
     ("lookup search-paper, DSS at N = 20 (issue 52)",
      "sweep docs/results/lookup-search-calibration/search-paper-dss-n20.toml", "dss-paper20"),
+    ("nearest neighbour, state (issue 54)", "reproduce nn-fig --scale state", "nn-state20"),
+    ("lookup search, N = 200 (issue 52)", "reproduce lookup-fig2 --scale search --at 200", "lookup-fig2-search"),
+    ("mamba-width search, N = 20 (issue 52)", "reproduce mamba-width --scale search --at 20", "mamba-width-search"),
+    ("equality search, N = 100 (issue 54)", "reproduce equality-fig4 --scale search --at 100", "equality-fig4-search"),
+    ("Dyck search, N = 20's last rung (issue 54)", "reproduce dyck-fig2 --scale search --at 20", "dyck-fig2-search"),
+    ("Dyck search, N = 50", "reproduce dyck-fig2 --scale search --at 50", "dyck-fig2-search"),
+    ("Dyck search, N = 100", "reproduce dyck-fig2 --scale search --at 100", "dyck-fig2-search"),
 ]
 TOTAL = re.compile(r"total: .*?\(([\d.]+) (h|min) of one core\); on one H100 \(modelled\) about ([\d.]+) (h|min|s)")
 ESTIMATE = re.compile(r"estimate: .*?\(([\d.]+) (h|min) of one core\)")
