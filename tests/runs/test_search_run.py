@@ -123,6 +123,41 @@ def test_the_expected_price_counts_the_trials_that_go_on_at_the_rungs_average(mo
     assert tied["expected_core_s"] == pytest.approx(est["expected_core_s"]) and tied["cpu_core_s"] > est["cpu_core_s"]
 
 
+def test_a_run_with_a_checkpoint_is_priced_from_its_step(monkeypatch, tmp_path):
+    """A search killed mid-run goes on from the run's checkpoint, so its price counts only the
+    steps after it: a promoted trial at rung 2 (40 -> 80 steps) saved at step 60 costs 20 steps,
+    a winner's seed saved at 80 of 160 costs 80; by hand, with a known cost per run. And the CLI's
+    dry run reads the checkpoints beside the store."""
+    from archsep.engine.checkpoint import Checkpoints, save
+    from archsep.runs import cost
+
+    def run_seconds(cfg, steps):
+        return steps * cfg.model_params.get("layers", 1) * 1e-3 / cfg.train.lr, 0.0
+
+    monkeypatch.setattr(cost, "run_seconds", run_seconds)
+    monkeypatch.setattr(cost, "step_costs", lambda *a, **k: None)
+    search = sw.parse(search_toml()).search
+    searched = [c for c, cell in enumerate(search.cells) if cell.searched]
+    started = {search.config(c, t, 1).run_id: 60 for c in searched for t in range(4)}
+    started.update({search.config(c, t, None, 1).run_id: 80 for c in searched for t in range(4)})
+    whole, resumed = price(search, 1, set()), price(search, 1, set(), started=started)
+    half = 0.0
+    for c in searched:
+        rung2 = sorted((run_seconds(search.config(c, t, 1), 40)[0] for t in range(4)), reverse=True)
+        half += sum(rung2[:2]) / 2 + max(run_seconds(search.config(c, t, None, 1), 160)[0] for t in range(4)) / 2
+    assert half > 0 and whole["cpu_core_s"] - resumed["cpu_core_s"] == pytest.approx(half)
+    assert resumed["resumed"] == len(started) and whole["resumed"] == 0
+    monkeypatch.undo()
+    f = write(tmp_path / "s.toml", search_toml())
+    first = sw.parse(search_toml()).configs[0]
+    for out, step in ((tmp_path / "new", None), (tmp_path / "resumed", 20)):
+        if step:  # the first run of rung 1 (40 steps) killed at step 20
+            assert save(Checkpoints.beside(out), [first], {"step": step})
+        r = cli("sweep", f, "--out", out, "--dry-run", "--workers", "1")
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert ("1 go on from a checkpoint, counted from its step" in r.stdout) == bool(step)
+
+
 def _rows(db) -> int:
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.2)

@@ -153,7 +153,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def print_search_price(s, out: Path, workers: int | None) -> None:
-    """The price of a search (`runs.search.price`): runs finished in OUT's store cost nothing."""
+    """The price of a search (`runs.search.price`): runs finished in OUT's store cost nothing, a
+    run with a checkpoint in OUT only its steps after it."""
+    from ..engine.checkpoint import Checkpoints, saved_steps
     from ..runs.executors import cores
     from ..runs.search import price, price_report
 
@@ -162,7 +164,8 @@ def print_search_price(s, out: Path, workers: int | None) -> None:
     every = [search.config(c, t, r, seed) for c, cell in enumerate(search.cells) for t in range(len(cell.flats))
              for r, seed in [*((r, None) for r in range(len(search.steps))), *((None, x) for x in search.seeds)]]
     same = repeated_in(out, every, set(stored))
-    est = price(search, workers or cores(), set(stored) | same, stored)
+    started = saved_steps(Checkpoints.beside(out), [c for c in every if c.run_id not in stored.keys() | same])
+    est = price(search, workers or cores(), set(stored) | same, stored, started)
     print("\n".join(printable(line) for line in price_report(s.name, search, {**est, "same": len(same)}).splitlines()))
 
 

@@ -121,8 +121,8 @@ def standing(search: Search, results: dict[str, RunResult]) -> dict[int, tuple[i
     return out
 
 
-def price(search: Search, workers: int, finished: set[str],
-          results: dict[str, RunResult] | None = None) -> dict[str, Any]:
+def price(search: Search, workers: int, finished: set[str], results: dict[str, RunResult] | None = None,
+          started: dict[str, int] | None = None) -> dict[str, Any]:
     """The whole search's cost at its worst: at each rung the trials that go on are the most
     expensive ones (with a `tie`, every trial: all tied), none stops early, every winner trains
     every seed. Beside it the size-blind cost (`expected_core_s`, `expected_wall_s`): keep's share
@@ -133,7 +133,8 @@ def price(search: Search, workers: int, finished: set[str],
     (lookup at N = 100) or ties send most trials on. Runs finished in the store (`finished`) cost
     nothing; a promoted trial costs its steps after the rung before. With the store's `results`,
     a cell's rungs they decide (`standing`) are priced as decided: the trials they promoted,
-    exactly, then the worst and size-blind counts from those. Rungs run one after another: the
+    exactly, then the worst and size-blind counts from those. A run with a checkpoint (`started`:
+    run id -> the step saved) costs only its steps after it. Rungs run one after another: the
     wall time is each rung's, over `workers`, summed."""
     from .cost import run_seconds, step_costs
 
@@ -142,8 +143,13 @@ def price(search: Search, workers: int, finished: set[str],
     shapes = [search.config(c, t, None) for c, cell in enumerate(cells) for t in range(len(cell.flats))]
     step_costs(shapes, workers=workers)  # each shape timed once (or read from the cache)
 
-    def cost(cfg: RunConfig, steps: int) -> tuple[float, float]:
-        return (0.0, 0.0) if cfg.run_id in finished else run_seconds(cfg, steps)
+    started = started or {}
+
+    def cost(cfg: RunConfig, steps: int, start: int = 0) -> tuple[float, float]:
+        """A run that trains `steps` steps from step `start` (a promoted trial: its rung before's)."""
+        if cfg.run_id in finished:
+            return (0.0, 0.0)
+        return run_seconds(cfg, max(0, steps - max(0, started.get(cfg.run_id, start) - start)))
 
     def wall(cpu: float, longest: float) -> float:
         return max(cpu / max(1, workers), longest)
@@ -162,8 +168,8 @@ def price(search: Search, workers: int, finished: set[str],
 
     per_arm: dict[str, dict[str, float]] = {}
     walls, mean_walls, mean_core, gpu_total = [], [], 0.0, 0.0
-    for r, steps in [*((r, s - p) for r, (s, p) in enumerate(zip(search.steps, [0, *search.steps[:-1]]))),
-                     (None, search.steps[-1])]:  # the rungs, then the winners' other seeds
+    for r, steps, start in [*((r, s - p, p) for r, (s, p) in enumerate(zip(search.steps, [0, *search.steps[:-1]]))),
+                            (None, search.steps[-1], 0)]:  # the rungs, then the winners' other seeds
         rung_cpu, rung_mean, longest = 0.0, 0.0, 0.0
         for c, cell in enumerate(cells):
             if r is not None and not cell.searched:
@@ -178,7 +184,7 @@ def price(search: Search, workers: int, finished: set[str],
             elif r < dec:  # decided: trained and in the store
                 continue
             else:
-                every = [cost(search.config(c, t, r), steps) for t in alive if r > dec or t not in stopped]
+                every = [cost(search.config(c, t, r), steps, start) for t in alive if r > dec or t not in stopped]
                 worst, blind = counts(c, r) if r > dec else (len(every), len(every))
                 costs = sorted(every, reverse=True)[:worst]
                 mean = blind * sum(x for x, _ in every) / max(1, len(every))
@@ -198,7 +204,8 @@ def price(search: Search, workers: int, finished: set[str],
             "expected_core_s": mean_core, "expected_wall_s": sum(mean_walls),
             "estimate_core_s": math.sqrt(mean_core * worst_core),
             "estimate_wall_s": math.sqrt(sum(mean_walls) * sum(walls)),
-            "decided": {cells[c].name: dec for c, (dec, _, _) in stand.items()}, "gpu_s": gpu_total, "workers": workers}
+            "decided": {cells[c].name: dec for c, (dec, _, _) in stand.items()}, "gpu_s": gpu_total, "workers": workers,
+            "resumed": sum(rid not in finished for rid in started)}
 
 
 def price_report(name: str, search: Search, est: dict[str, Any]) -> str:
@@ -213,6 +220,7 @@ def price_report(name: str, search: Search, est: dict[str, Any]) -> str:
                 if search.tie else "")
              + f"); each winner with "
              f"{len(search.seeds)} seed(s). Priced at its worst: the most expensive trials go on and none stops early"
+             + (f"; {est['resumed']} go on from a checkpoint, counted from its step" if est.get("resumed") else "")
              + (f"; {est['same']} of its runs the store holds as the same run under another budget (stopped at "
                 "its threshold within this one): copied, not trained, priced at 0" if est.get("same") else "")]
     if est.get("decided"):  # a search under way: what the store already decides
