@@ -30,6 +30,19 @@ def _without_time(out: dict) -> dict:
     return d
 
 
+def run_seconds(cfg, steps):
+    """A known cost per run for pricing by hand: steps x layers x 1/lr (CPU), no GPU time."""
+    return steps * cfg.model_params.get("layers", 1) * 1e-3 / cfg.train.lr, 0.0
+
+
+def known_cost(monkeypatch) -> None:
+    """Price every run at `run_seconds`, timing nothing."""
+    from archsep.runs import cost
+
+    monkeypatch.setattr(cost, "run_seconds", run_seconds)
+    monkeypatch.setattr(cost, "step_costs", lambda *a, **k: None)
+
+
 def test_a_search_promotes_by_validation_and_its_promoted_trials_go_on_from_their_ends(tmp_path):
     s = sw.parse(search_toml())
     out = run_search(s, Launch(tmp_path, workers=1, progress=False).check())
@@ -89,13 +102,7 @@ def test_the_expected_price_counts_the_trials_that_go_on_at_the_rungs_average(mo
     """Beside the worst case, a central estimate: at each rung the promoted trials cost the
     rung's average trial; the winners' other seeds an average trial each. With a known cost per
     run (steps x layers x 1/lr, here), both prices are computed by hand."""
-    from archsep.runs import cost
-
-    def run_seconds(cfg, steps):
-        return steps * cfg.model_params.get("layers", 1) * 1e-3 / cfg.train.lr, 0.0
-
-    monkeypatch.setattr(cost, "run_seconds", run_seconds)
-    monkeypatch.setattr(cost, "step_costs", lambda *a, **k: None)
+    known_cost(monkeypatch)
     search = sw.parse(search_toml()).search
     est = price(search, 2, set())
     worst = expected = 0.0
@@ -129,13 +136,7 @@ def test_a_run_with_a_checkpoint_is_priced_from_its_step(monkeypatch, tmp_path):
     a winner's seed saved at 80 of 160 costs 80; by hand, with a known cost per run. And the CLI's
     dry run reads the checkpoints beside the store."""
     from archsep.engine.checkpoint import Checkpoints, save
-    from archsep.runs import cost
-
-    def run_seconds(cfg, steps):
-        return steps * cfg.model_params.get("layers", 1) * 1e-3 / cfg.train.lr, 0.0
-
-    monkeypatch.setattr(cost, "run_seconds", run_seconds)
-    monkeypatch.setattr(cost, "step_costs", lambda *a, **k: None)
+    known_cost(monkeypatch)
     search = sw.parse(search_toml()).search
     searched = [c for c, cell in enumerate(search.cells) if cell.searched]
     started = {search.config(c, t, 1).run_id: 60 for c in searched for t in range(4)}
@@ -199,14 +200,9 @@ def test_a_search_under_way_is_priced_from_the_promotions_its_store_already_hold
     two cheapest trials, so the worst case at rung 2 is their cost alone (by hand, with a known
     cost per run), and a trial that stopped early at rung 1 trains no more."""
     from archsep.results import RunResult
-    from archsep.runs import cost
     from archsep.runs.search import standing
 
-    def run_seconds(cfg, steps):
-        return steps * cfg.model_params.get("layers", 1) * 1e-3 / cfg.train.lr, 0.0
-
-    monkeypatch.setattr(cost, "run_seconds", run_seconds)
-    monkeypatch.setattr(cost, "step_costs", lambda *a, **k: None)
+    known_cost(monkeypatch)
     search = sw.parse(search_toml()).search
     searched = [c for c, cell in enumerate(search.cells) if cell.searched]
     results = {}
