@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 import archsep.engine.checkpoint as checkpoint
 from archsep.cli import main
@@ -160,6 +161,7 @@ def test_a_sweep_killed_mid_run_resumes_from_its_checkpoint_with_the_same_row(tm
     assert c["label"] == "TF" and 0 < c["step"] < c["steps"] == 160_000 // 64
     text = subprocess.run([*ARCHSEP, "status", str(out)], env=e, capture_output=True, text=True, timeout=120).stdout
     assert f"step {c['step']} of {c['steps']}" in text
+    assert c["best"] is not None and f"its best held-out metric so far {c['best']:.4g} at step {c['best_step']}" in text
     dry = subprocess.run([*cmd, str(out), "--dry-run"], env=e, capture_output=True, text=True, timeout=120).stdout
     assert "1 go on from a checkpoint" in dry
     assert sorted((q.name, q.stat().st_mtime_ns) for q in (out / "checkpoints").rglob("*")) == before
@@ -251,6 +253,54 @@ def test_the_steps_saved_count_for_every_run_of_a_stacked_groups_checkpoint(tmp_
     assert checkpoint.save(ck2, [a, b, c], {"step": 11})
     assert {r["run_id"]: r["step"] for r in _checkpointed(out, store)} == {x.run_id: 11 for x in (a, b, c)}
     store.close()
+
+
+def test_status_reads_each_runs_best_evaluation_so_far_from_its_groups_checkpoint(tmp_path, monkeypatch):
+    """Killed after its fourth save, three stacked seeds' checkpoint holds, for each run, the best
+    held-out metric its uninterrupted curve reached by the saved step (and where): what `archsep
+    status` prints beside the step. A damaged best reads as none, the step still counts."""
+    from archsep.engine.train import train_many
+
+    cfgs = [_tf_qstr(s) for s in range(3)]
+    plain = train_many(cfgs)
+    ck = Checkpoints(str(tmp_path / "ck"), 0.0)
+    real, saves = checkpoint.save, []
+
+    def stop_after_the_fourth(c, group, state):
+        saves.append(state["step"])
+        real(c, group, state)
+        if len(saves) == 4:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(checkpoint, "save", stop_after_the_fourth)
+    with pytest.raises(KeyboardInterrupt):
+        train_many(cfgs, checkpoints=ck)
+    monkeypatch.undo()
+    got = checkpoint.group_progress(ck, [(c.run_id, c.to_dict()) for c in cfgs])
+    upto = saves[-1] * cfgs[0].train.batch_size
+    for c, r in zip(cfgs, plain):
+        seen = [(m, n) for n, m in r.curve if n <= upto]
+        best = min(m for m, _ in seen)
+        assert got[c.run_id] == {"step": saves[-1], "best": best,
+                                 "best_samples": min(n for m, n in seen if m == best)}
+    assert len({g["best"] for g in got.values()}) > 1  # each seed its own, not the group's first
+    saved = torch.load(ck.path(cfgs[0].run_id), weights_only=True)
+    saved["state"]["tracks"][1]["best"] = ["junk", 3]
+    torch.save(saved, ck.path(cfgs[0].run_id))
+    again = checkpoint.group_progress(ck, [(c.run_id, c.to_dict()) for c in cfgs])
+    assert again[cfgs[1].run_id]["best"] is None and again[cfgs[1].run_id]["step"] == saves[-1]
+    assert again[cfgs[0].run_id] == got[cfgs[0].run_id]
+    # the CLI's status prints it
+    from archsep.cli.sweep import _checkpointed
+
+    out = tmp_path / "out"
+    store = open_store(out)
+    store.register_sweep("s", "s", "test", [(x.run_id, x.to_dict()) for x in cfgs])
+    (out / "checkpoints").mkdir()
+    ck.path(cfgs[0].run_id).rename(out / "checkpoints" / ck.path(cfgs[0].run_id).name)
+    rows = {r["run_id"]: r for r in _checkpointed(out, store)}
+    store.close()
+    assert rows[cfgs[0].run_id]["best"] == got[cfgs[0].run_id]["best"]
+    assert rows[cfgs[0].run_id]["best_step"] * cfgs[0].train.batch_size == got[cfgs[0].run_id]["best_samples"]
 
 
 # --- groups: seeds stacked into one computation, learning-rate races stacked or side by side ----

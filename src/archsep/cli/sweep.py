@@ -237,8 +237,9 @@ def cmd_status(a: argparse.Namespace) -> int:
                   f"{s['pending']} pending, {s['failed']} failed")
         for c in st["checkpoints"]:
             print(f"  checkpoint {shown(c['run_id'])} {shown(c['label'])} {shown(json.dumps(c['task_params']))} "
-                  f"seed={c['seed']}: step {c['step']} of {c['steps']} ({100 * c['step'] / c['steps']:.0f}%); "
-                  "the same command goes on from there")
+                  f"seed={c['seed']}: step {c['step']} of {c['steps']} ({100 * c['step'] / c['steps']:.0f}%)"
+                  + (f", its best held-out metric so far {c['best']:.4g} at step {c['best_step']}"
+                     if c["best"] is not None else "") + "; the same command goes on from there")
         for f in st["failed"][:20]:
             cfg = json.loads(f["config"])
             msg = (f["error"] or "").strip().splitlines()[0] if (f["error"] or "").strip() else \
@@ -263,13 +264,13 @@ def _checkpointed(out: Path, store) -> list[dict]:
     """The pending runs with a checkpoint of theirs, or of the stacked group they train in, in
     OUT/checkpoints (engine/checkpoint.py): where a rerun goes on from. Read as data, never
     written."""
-    from ..engine.checkpoint import Checkpoints, group_steps
+    from ..engine.checkpoint import Checkpoints, group_progress
 
     ck = Checkpoints.beside(out)
     if not Path(ck.dir).is_dir():
         return []
     seen = store.finished_ids()  # and, as the loop goes, the pending runs already looked at
-    pending: list[tuple[str, dict, int]] = []
+    pending: list[tuple[str, dict, int, int]] = []
     for row in store.planned():
         rid = row["run_id"]
         if rid in seen:
@@ -278,15 +279,17 @@ def _checkpointed(out: Path, store) -> list[dict]:
         try:
             cfg = json.loads(row["config"])
             train = cfg["train"]
-            steps = int(train["budget"]) // int(train["batch_size"])
-        except (ValueError, TypeError, KeyError):
+            batch = int(train["batch_size"])
+            steps = int(train["budget"]) // batch
+        except (ValueError, TypeError, KeyError, ZeroDivisionError):
             continue  # a damaged plan: status reports the rows it can read
         if steps > 0:
-            pending.append((rid, cfg, steps))
-    saved = group_steps(ck, [(rid, cfg) for rid, cfg, _ in pending])  # every run of a stacked group
+            pending.append((rid, cfg, steps, batch))
+    saved = group_progress(ck, [(rid, cfg) for rid, cfg, _, _ in pending])  # every run of a stacked group
     return [{"run_id": rid, "label": cfg.get("label") or cfg.get("arch"), "task_params": cfg.get("task_params"),
-             "seed": cfg.get("seed"), "step": saved[rid], "steps": steps}
-            for rid, cfg, steps in pending if rid in saved]
+             "seed": cfg.get("seed"), "steps": steps, **saved[rid],
+             "best_step": saved[rid]["best_samples"] // batch if saved[rid]["best_samples"] is not None else None}
+            for rid, cfg, steps, batch in pending if rid in saved]
 
 
 from ..reporting.tables import export_rows  # noqa: E402  (kept importable from here)

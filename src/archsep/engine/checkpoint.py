@@ -215,14 +215,15 @@ def discard_ends(ck: Checkpoints, cfgs: Sequence[RunConfig]) -> None:
             p.unlink(missing_ok=True)
 
 
-def _saved(ck: Checkpoints, run_id: str, config: dict) -> tuple[int | None, list]:
+def _saved(ck: Checkpoints, run_id: str, config: dict) -> tuple[int | None, list, list]:
     """The step the checkpoint of run `run_id` (`config` as stored; the first run of its group)
-    was saved at, and the configs of that group (as JSON has them); (None, []) where there is
-    none of that run's. Reads the file mapped, read-only: a large checkpoint costs only the few
-    values read from it; a run id that is not a plain name is never made a path."""
+    was saved at, the configs of that group (as JSON has them) and each one's best full
+    evaluation so far ((metric, samples), or None: `_best`); (None, [], []) where there is none
+    of that run's. Reads the file mapped, read-only: a large checkpoint costs only the few values
+    read from it; a run id that is not a plain name is never made a path."""
     path = ck.path(run_id) if isinstance(run_id, str) and run_id.isalnum() else None
     if path is None or not path.is_file():
-        return None, []
+        return None, [], []
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -230,11 +231,24 @@ def _saved(ck: Checkpoints, run_id: str, config: dict) -> tuple[int | None, list
         group = json.loads(saved["configs"]) if isinstance(saved, dict) and saved.get("format") == FORMAT else None
         mine = json.loads(json.dumps(config))  # as JSON has it (tuples as lists)
         step = saved["state"]["step"] if isinstance(group, list) and group[:1] == [mine] else None
+        tracks = saved["state"].get("tracks") if step is not None else None
     except UNREADABLE:
-        return None, []
+        return None, [], []
     if not isinstance(step, int) or isinstance(step, bool) or step <= 0 or not isinstance(group, list):
-        return None, []
-    return step, group
+        return None, [], []
+    bests = [_best(t) for t in tracks] if isinstance(tracks, list) and len(tracks) == len(group) else []
+    return step, group, bests or [None] * len(group)
+
+
+def _best(track: Any) -> tuple[float, int] | None:
+    """A saved run's best full evaluation so far, (metric, samples), where it is well formed."""
+    b = track.get("best") if isinstance(track, dict) else None
+    if not isinstance(b, (list, tuple)) or len(b) != 2:
+        return None
+    m, n = b
+    if isinstance(m, bool) or not isinstance(m, (int, float)) or isinstance(n, bool) or not isinstance(n, int):
+        return None
+    return float(m), n
 
 
 def saved_steps(ck: Checkpoints, configs: Sequence[RunConfig]) -> dict[str, int]:
@@ -244,19 +258,27 @@ def saved_steps(ck: Checkpoints, configs: Sequence[RunConfig]) -> dict[str, int]
 
 
 def group_steps(ck: Checkpoints, runs: Sequence[tuple[str, dict]]) -> dict[str, int]:
-    """`saved_steps` for (run id, config as stored) pairs (`archsep status` reads them from the
-    store): every run a checkpoint names gets its step, not only the first one, whose id names
-    the file (seeds stacked into one computation go on together)."""
+    """`saved_steps` for (run id, config as stored) pairs: see `group_progress`."""
+    return {rid: p["step"] for rid, p in group_progress(ck, runs).items()}
+
+
+def group_progress(ck: Checkpoints, runs: Sequence[tuple[str, dict]]) -> dict[str, dict[str, Any]]:
+    """Run id -> {"step": the step its group's checkpoint was saved at, "best": its best full
+    evaluation's metric so far or None, "best_samples": the samples it was at}, for (run id,
+    config as stored) pairs (`archsep status` reads them from the store): every run a checkpoint
+    names gets its own, not only the first one, whose id names the file (seeds stacked into one
+    computation go on together)."""
     ids = {json.dumps(json.loads(json.dumps(cfg)), sort_keys=True): rid for rid, cfg in runs}
-    out: dict[str, int] = {}
+    out: dict[str, dict[str, Any]] = {}
     for rid, cfg in runs:
-        step, group = _saved(ck, rid, cfg)
+        step, group, bests = _saved(ck, rid, cfg)
         if step is None:
             continue
-        for g in group:
+        for g, best in zip(group, bests):
             other = ids.get(json.dumps(g, sort_keys=True))
             if other is not None:
-                out[other] = step
+                out[other] = {"step": step, "best": best[0] if best else None,
+                              "best_samples": best[1] if best else None}
     return out
 
 
