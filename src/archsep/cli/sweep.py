@@ -84,6 +84,14 @@ def repeated_in(out: str | Path, configs, finished: set[str]) -> set[str]:
         return {row["run_id"] for row in same_runs(store, todo)}
 
 
+def started_in(out: str | Path, configs, finished: set[str]) -> dict[str, int]:
+    """Run id -> the step saved, for the runs of `configs` not `finished` that go on from a
+    checkpoint in OUT (a dry run counts only their steps after it)."""
+    from ..engine.checkpoint import Checkpoints, saved_steps
+
+    return saved_steps(Checkpoints.beside(out), [c for c in configs if c.run_id not in finished])
+
+
 def stored_results(out: str | Path) -> dict:
     """OUT's store's finished runs, run id -> result (none where there is no store yet)."""
     from ..store import DB_NAME, open_store
@@ -97,16 +105,13 @@ def stored_results(out: str | Path) -> dict:
 def print_costs(name: str, configs, out, workers: int | None) -> None:
     """The cost estimate of `configs` (runs finished in OUT's store cost nothing more)."""
 
-    from ..engine.checkpoint import Checkpoints, saved_steps
     from ..runs.cost import estimate, report
     from ..runs.executors import cores
 
     stored = finished_in(out)
     same = repeated_in(out, configs, stored)
     finished = (stored | same) & {c.run_id for c in configs}
-    # a pending run with a checkpoint goes on from its step: only the rest is counted
-    ck = Checkpoints.beside(out)
-    started = saved_steps(ck, [c for c in configs if c.run_id not in finished])
+    started = started_in(out, configs, finished)  # these cost only their steps after the one saved
     text = report(name, {**estimate(configs, workers or cores(), finished, started), "same": len(same)})
     print("\n".join(printable(line) for line in text.splitlines()))
 
@@ -155,7 +160,6 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 def print_search_price(s, out: Path, workers: int | None) -> None:
     """The price of a search (`runs.search.price`): runs finished in OUT's store cost nothing, a
     run with a checkpoint in OUT only its steps after it."""
-    from ..engine.checkpoint import Checkpoints, saved_steps
     from ..runs.executors import cores
     from ..runs.search import price, price_report
 
@@ -164,8 +168,8 @@ def print_search_price(s, out: Path, workers: int | None) -> None:
     every = [search.config(c, t, r, seed) for c, cell in enumerate(search.cells) for t in range(len(cell.flats))
              for r, seed in [*((r, None) for r in range(len(search.steps))), *((None, x) for x in search.seeds)]]
     same = repeated_in(out, every, set(stored))
-    started = saved_steps(Checkpoints.beside(out), [c for c in every if c.run_id not in stored.keys() | same])
-    est = price(search, workers or cores(), set(stored) | same, stored, started)
+    finished = set(stored) | same
+    est = price(search, workers or cores(), finished, stored, started_in(out, every, finished))
     print("\n".join(printable(line) for line in price_report(s.name, search, {**est, "same": len(same)}).splitlines()))
 
 
