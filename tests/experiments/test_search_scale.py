@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from archsep.experiments import EXPERIMENTS
 from archsep.experiments.paper_a.lookup import LookupFig2
 from archsep.experiments.plan import from_experiment
@@ -140,12 +142,14 @@ def test_the_lookup_search_steps_scale_goes_on_from_the_searchs_own_runs():
 
 
 def _search_claims(preset: str, acc: dict, extra: dict | None = None, Ns=(20, 50, 100, 200, 400),
-                   test: str = "type-swaps", base: float = 0.95, missing: tuple = ()) -> dict:
+                   test: str = "type-swaps", base: float = 0.95, missing: tuple = (),
+                   seeds: dict | None = None) -> dict:
     """`preset` --scale search's claims on its winners' cells: test accuracy acc[(label, N)]
     (default 0.999) and accuracy on the extra test set `test` extra[(label, N)] (default the
     same), three seeds with a small spread, no cell at the (label, N) in `missing` (not run
-    yet); the best trivial baseline `base` at every N and variant. {claim text without its
-    protocol: claim}."""
+    yet), only the first seeds[(label, N)] seeds with a result (the others' cells there without
+    one, as a search's settled winner has); the best trivial baseline `base` at every N and
+    variant. {claim text without its protocol: claim}."""
     exp = EXPERIMENTS.get(preset)()
     s = exp.search
     cells = [{"label": lab, "N": N, "width": 0, "seed": k, "best_lr": 1e-3,
@@ -153,6 +157,9 @@ def _search_claims(preset: str, acc: dict, extra: dict | None = None, Ns=(20, 50
               "extra_acc": {test: min(1.0, (extra or {}).get((lab, N), acc.get((lab, N), 0.999)) + 0.002 * (k - 1))}}
              for lab in ((s.tf,) if s.tf else ()) + s.families for N in Ns for k in range(3)
              if (lab, N) not in missing]
+    for c in cells:
+        if c["seed"] >= (seeds or {}).get((c["label"], c["N"]), 3):
+            c.update(test_acc=None, extra_acc={})
     variants = {lab.split("[")[-1].rstrip("]") if "[" in lab else "" for lab in s.families}
     data = {"cells": cells, "Ns": list(Ns), "protocol": SEARCH, "winners": [],
             "baselines": [{"variant": v, "N": N, "best_acc": base} for v in variants for N in Ns],
@@ -318,3 +325,36 @@ def test_dyck_searchs_last_rung_lets_its_slowest_calibrated_control_pass():
     assert search is not None
     last = search.steps[-1]
     assert last >= 1.5 * max(firsts.values()), (last, firsts)
+
+
+def test_a_control_with_seeds_missing_fails_only_where_they_could_not_lift_it():
+    """A search's winner whose first seed settled its control (`sweeps.search`, [search.settle])
+    has one seed of three: its control fails where even two more at 100% leave the mean below
+    95%, and what rests on it reads "did not train here"; a first seed that two good ones could
+    still lift, or two of three seeds at 99.9%, read "no verdict" until the others are there
+    (before, a control read the mean of whatever seeds it had). The preset's search settles at
+    the control's length alone, where it is in the sweep, and not in mamba-width's search (its
+    narrower widths have no control)."""
+    settled = _search_claims("lookup-fig2", {("DSS", 20): 0.70, ("DSS", 100): 0.05}, Ns=(20, 100),
+                             seeds={("DSS", 20): 1})
+    [control] = [c for t, c in settled.items() if t.startswith("control: DSS learns at N=20")]
+    assert control.held is False and "1 of 3 seeds" in control.text and "fails whatever they score" in control.text
+    assert control.values["most"] == pytest.approx((0.698 + 2) / 3)  # seed 0: 70% less the spread
+    [below] = [c for t, c in settled.items() if "N=100: DSS below TF-(1,64)" in t]
+    assert below.held is None and "DSS did not train here" in below.text
+    for acc, k in ((0.90, 1), (0.999, 2)):
+        open_ = _search_claims("lookup-fig2", {("DSS", 20): acc}, Ns=(20, 100), seeds={("DSS", 20): k})
+        [control] = [c for t, c in open_.items() if t.startswith(f"no verdict ({k} of 3 seeds")]
+        assert control.held is None and "control: DSS learns at N=20" in control.text
+    full = _search_claims("lookup-fig2", {("DSS", 20): 0.70}, Ns=(20, 100))
+    assert _held(full, "control: DSS learns at N=20 (mean 70.0% >= 95.0%)") is False
+    from archsep.experiments.size_search import search_sweep
+    from archsep.sweeps.search import Settle
+
+    lookup = LookupFig2()
+    assert from_experiment("lookup-fig2", "search").search.settle == Settle(0.95, {"task_params.N": 20})
+    assert search_sweep("lookup-fig2", "search", lookup.search, at=[20, 100]).search.settle is not None
+    assert search_sweep("lookup-fig2", "search", lookup.search, at=[200]).search.settle is None
+    for preset in ("dyck-fig2", "equality-fig4"):
+        assert from_experiment(preset, "search").search.settle is not None
+    assert from_experiment("mamba-width", "search").search.settle is None

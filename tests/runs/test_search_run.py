@@ -13,7 +13,7 @@ import pytest
 
 from archsep.engine.train import train_run
 from archsep.runs.launch import Launch
-from archsep.runs.search import OUTCOME, outcome, price, run_search
+from archsep.runs.search import OUTCOME, outcome, price, run_search, table
 from archsep.store import open_store
 from archsep.sweeps import file as sw
 from archsep.sweeps.search import replay
@@ -228,3 +228,40 @@ def test_a_search_under_way_is_priced_from_the_promotions_its_store_already_hold
     assert est["cpu_core_s"] - est["arms"]["TF"]["cpu_s"] == pytest.approx(worst)
     assert est["cpu_core_s"] < price(search, 1, set(results))["cpu_core_s"]  # without them: the worst trials
     assert set(est["decided"].values()) == {1}
+
+
+SETTLE = '[search.settle]\nlevel = 0.95\nat = { "task_params.N" = 6 }\n'
+
+
+def test_a_winner_whose_first_seed_settles_its_control_trains_no_other_seed(tmp_path, monkeypatch):
+    """[search.settle]: at the control's point (N = 6) the tiny LSTM's winner scores far below 95%
+    on its first seed (about 10% here, 160 steps), so the mean of its 3 seeds is at most
+    (x + 2) / 3 < 95% whatever the others score: they are not trained. At N = 8 (no control) and
+    for the arm not searched every seed trains. Replayed over the store the search takes the same
+    path; the same search without `settle` finds those two seeds missing, and prices exactly them,
+    where the settled one prices nothing."""
+    text = search_toml(name="settled", seeds=3, extra=SETTLE)
+    s = sw.parse(text)
+    search = s.search
+    out = run_search(s, Launch(tmp_path, workers=1, progress=False).check())
+    with open_store(tmp_path) as st:
+        stored = {r.run_id: r for r in st.results()}
+    by = {(cell["label"], cell["point"]["task_params.N"]): cell for cell in out["cells"]}
+    lstm6 = by[("LSTM", 6)]
+    [first] = lstm6["runs"]
+    x = 1 - first["test_metric"]
+    assert first["seed"] == 0 and x < 0.85  # what makes it settle: (x + 2) / 3 < 0.95
+    assert lstm6["settled"]["most"] == pytest.approx((x + 2) / 3) and lstm6["settled"]["level"] == 0.95
+    c6 = next(c for c, cell in enumerate(search.cells) if cell.label == "LSTM" and cell.point["task_params.N"] == 6)
+    others = [search.config(c6, lstm6["winner"], None, seed) for seed in (1, 2)]
+    assert not any(cfg.run_id in stored for cfg in others)
+    assert [len(by[k]["runs"]) for k in (("LSTM", 8), ("TF", 6), ("TF", 8))] == [3, 3, 3]
+    assert all("settled" not in by[k] for k in (("LSTM", 8), ("TF", 6), ("TF", 8)))
+    assert outcome(search, replay(search, stored)) == out
+    assert "settled: its control fails" in table(out).splitlines()[0]
+    plain = sw.parse(search_toml(name="settled", seeds=3)).search
+    assert replay(plain, stored).incomplete == {c6}
+    known_cost(monkeypatch)
+    assert price(search, 1, set(stored), stored)["cpu_core_s"] == 0
+    assert price(plain, 1, set(stored), stored)["cpu_core_s"] == pytest.approx(
+        sum(run_seconds(cfg, 160)[0] for cfg in others))

@@ -132,3 +132,45 @@ def test_trials_the_validation_set_cannot_tell_apart_from_the_last_kept_one_go_o
     assert tied.kept(rank(list(mse.items())), mse) == [1, 0]
     assert plain.schedule() == tied.schedule() == [4, 2, 1] and tied.worst_schedule() == [4, 4, 4]
     assert "tie" not in plain.describe() and tied.describe()["tie"] == 2
+
+
+@pytest.mark.parametrize("settle, field", [
+    ('level = 1.5\nat = { "task_params.N" = 6 }', "search.settle.level"),
+    ('level = true\nat = { "task_params.N" = 6 }', "search.settle.level"),
+    ('level = 0.95', "search.settle.at"),
+    ('level = 0.95\nat = { "task_params.M" = 6 }', "search.settle.at.task_params.M"),  # not a grid axis
+    ('level = 0.95\nat = { "task_params.N" = 7 }', "search.settle.at.task_params.N"),  # not a grid value
+    ('level = 0.95\nat = { "task_params.N" = 6 }\nseeds = 2', "search.settle.seeds"),
+])
+def test_a_mistake_in_the_settle_table_is_one_line_naming_the_field(settle, field):
+    with pytest.raises(ArchsepError) as e:
+        sw.parse(search_toml(extra=f"[search.settle]\n{settle}\n"))
+    assert field in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_control_is_settled_only_where_no_score_of_the_other_seeds_could_pass_it():
+    """`Settle.decide`: with its first seed at x the mean of n seeds is at most (x + n - 1) / n;
+    settled (the others need not train) only where that is below the level. Not settled: a first
+    seed high enough, no test accuracy, one seed only, or a metric that is not an error rate."""
+    from archsep.sweeps.search import Settle
+
+    s = Settle(0.95, {"task_params.N": 6})
+    assert s.applies(sw.parse(search_toml()).search.cells[0]) and not s.applies(sw.parse(search_toml()).search.cells[1])
+
+    def r(test_metric):
+        return RunResult("r", {"train": {"batch_size": 64}}, "censored", 640, 64, 0.5, 0.5, test_metric=test_metric)
+
+    got = s.decide(r(0.3), 3)  # 70%: at most (0.7 + 2) / 3 = 90%
+    assert got is not None and got["most"] == pytest.approx(0.9) and got["accuracy"] == pytest.approx(0.7)
+    assert s.decide(r(0.1), 3) is None  # 90%: the others at 100% would give 96.7%
+    assert s.decide(r(0.16), 3) is not None and s.decide(r(0.14), 3) is None  # the edge: 84% vs 86%
+    assert s.decide(r(0.3), 2) is not None and s.decide(r(0.05), 2) is None
+    assert s.decide(r(0.3), 1) is None and s.decide(r(None), 3) is None and s.decide(None, 3) is None
+    assert s.decide(r(1.4), 3) is None  # an MSE
+    search = sw.parse(search_toml(extra='[search.settle]\nlevel = 0.95\nat = { "task_params.N" = 6 }\n')).search
+    assert search.settle == s and search.describe()["settle"] == {"level": 0.95, "at": {"task_params.N": 6}}
+    assert "settle" not in sw.parse(search_toml()).search.describe()
+    qstr = search_toml().replace('task = "index-lookup"', 'task = "qstr"\ntask_params = { d = 4, q = 1 }')
+    sw.parse(qstr)  # a regression task can be searched ...
+    with pytest.raises(ArchsepError, match="search.settle: cell LSTM N=6's task is scored by an MSE"):
+        sw.parse(qstr + '[search.settle]\nlevel = 0.95\nat = { "task_params.N" = 6 }\n')  # ... but not settled

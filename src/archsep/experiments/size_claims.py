@@ -55,14 +55,27 @@ class SizeClaims:
 
     def control(self, label: str, N: int, level: float = CONTROL) -> Claim:
         """The positive control of `label`: at length N (where theory says it can), its mean test
-        accuracy reaches `level`. An arm without a passing control gets no verdict elsewhere. No
-        verdict where the cell has no result (not run yet, or every run failed): a control not run
-        has not failed."""
+        accuracy over its seeds reaches `level`. An arm without a passing control gets no verdict
+        elsewhere. No verdict where the cell has no result (not run yet, or every run failed): a
+        control not run has not failed. With some of its seeds missing it is decided only where
+        they cannot change it: the mean of all is at most (sum + missing) / seeds, each missing
+        one at 100%; below `level` the control fails whatever they score (a search's settled
+        winner: `sweeps.search`); otherwise no verdict until they are there."""
         m, _, _ = self.interval(label, N)
         text = f"control: {label} learns at N={N} (mean {pct(m)} >= {pct(level)})"
-        values = {"label": label, "N": N, "mean": m, "level": level}
+        values: dict = {"label": label, "N": N, "mean": m, "level": level}
         if m is None:
             return Claim("control", f"no verdict (no result yet): {text}", None, values)
+        p = getattr(self, "points", {}).get((label, N)) or {}
+        have, planned = int(p.get("seeds") or 0), int(p.get("cells") or 0)
+        if 0 < have < planned:
+            most = (m * have + planned - have) / planned
+            values.update(seeds=have, planned=planned, most=most)
+            part = (f"{have} of {planned} seeds; with the other {planned - have} at 100% the mean is at most "
+                    f"{pct(most)}")
+            if most >= level:
+                return Claim("control", f"no verdict ({part}): {text}", None, values)
+            return Claim("control", f"{text}; {part}, so it fails whatever they score", False, values)
         return Claim("control", text, m >= level, values)
 
     def beats_baseline(self, label: str, N: int, control: Claim, variant: str = "") -> Claim:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..results import Claim, RunResult, Summary
 from ..sweeps.file import Sweep, parse
 from ..sweeps.search import Search, Walk, replay
+from .size_claims import CONTROL
 from .size_unused import unused
 
 if TYPE_CHECKING:
@@ -70,6 +71,10 @@ class SearchScale:
     Ns: tuple[int, ...]
     tf: str
     families: tuple[str, ...]  # the searched arms' labels, in the order claims name them
+    # every searched family's positive control is at the shortest length (its mean test accuracy
+    # at CONTROL), and every claim on a family there is gated by it: a winner whose first seed
+    # settles that control's failure trains no other seed (`sweeps.search`, [search.settle])
+    settle: bool = False
 
     def at(self, Ns: tuple[int, ...]) -> "SearchScale":
         return dataclasses.replace(self, Ns=Ns)
@@ -87,14 +92,17 @@ def search_sweep(name: str, scale: str, s: SearchScale, at: list[int] | None = N
                                         f"allowed: {', '.join(map(str, s.Ns))}")
     Ns = [n for n in s.Ns if not at or n in at]
     full = f"{name}-{scale}" + (f"-N{'-'.join(map(str, Ns))}" if at else "")
+    settle = (f'\n[search.settle]\nlevel = {CONTROL}\nat = {{ "task_params.N" = {min(s.Ns)} }}\n'
+              if s.settle and min(s.Ns) in Ns else "")
     # the file as it runs: its name and the lengths as its grid (what --print-toml shows, and the
     # store keeps with the runs)
     if "[grid]" in s.text:  # a file with lengths of its own: the scale's replace them
-        sweep = parse(s.text, origin=f"preset:{name}", replace={"grid": {"task_params.N": Ns}, "name": full},
+        sweep = parse(s.text + settle, origin=f"preset:{name}", replace={"grid": {"task_params.N": Ns}, "name": full},
                       device=device)
     else:
         text = re.sub(r'(?m)^name = ".*"$', f'name = "{full}"', s.text, count=1).rstrip("\n")
-        sweep = parse(text + f'\n\n[grid]\n"task_params.N" = {Ns}\n', origin=f"preset:{name}", device=device)
+        sweep = parse(text + settle + f'\n\n[grid]\n"task_params.N" = {Ns}\n', origin=f"preset:{name}",
+                      device=device)
     return dataclasses.replace(sweep, preset=name, analysis={**sweep.analysis, "scale": scale})
 
 
@@ -146,7 +154,9 @@ def analyze(exp: Any, results: list[RunResult], scale: str) -> Summary:
         "unequal": [], "n_cells": len(records),
         "n_errors": sum(r["status"] == "error" for r in records),
         "n_missing": sum(r["status"] == "missing" for r in records), "cells": records,
-        "incomplete": [], "not_run": [], "notes": []}
+        "incomplete": [], "not_run": [], "notes": [],
+        "settled": [{"label": search.cells[c].label, "N": search.cells[c].point["task_params.N"], **got}
+                    for c, got in sorted(w.settled.items())]}
     # a cell not finished that no claim can use (its arm's control failed) is not run: said apart
     pending = {(cell.label, int(cell.point["task_params.N"])): cell.name
                for c, cell in enumerate(search.cells) if c in w.incomplete}
@@ -156,6 +166,11 @@ def analyze(exp: Any, results: list[RunResult], scale: str) -> Summary:
     if data["incomplete"]:
         data["notes"].append(f"{len(data['incomplete'])} cell(s) of the search are not finished: "
                              + ", ".join(data["incomplete"]))
+    for got in data["settled"]:
+        data["notes"].append(
+            f"{got['label']} at N={got['N']}: its first seed's test accuracy {100 * got['accuracy']:.1f}% leaves the "
+            f"mean of {got['seeds']} seeds at most {100 * got['most']:.1f}% even if the others scored 100%, below "
+            f"the control's {100 * got['level']:.0f}%: the control fails whatever they score, so they were not trained")
     if left:
         data["notes"].append(f"{len(left)} cell(s) not run: {NOT_RUN}: "
                              + ", ".join(c["cell"] for c in data["not_run"]))
@@ -230,6 +245,10 @@ def protocol_text(d: dict) -> list[str]:
                      f"{c['winners_wall_s']:.0f} s)")
     if d.get("incomplete"):
         lines.append(f"    not finished: {', '.join(d['incomplete'])}")
+    for got in d.get("settled") or []:
+        lines.append(f"    settled: {got['label']} at N={got['N']}, its control failing on its first seed "
+                     f"({100 * got['accuracy']:.1f}%: the mean of {got['seeds']} at most {100 * got['most']:.1f}%), "
+                     "the other seeds not trained")
     if d.get("not_run"):
         lines.append(f"    not run (the note says why): {', '.join(c['cell'] for c in d['not_run'])}")
     return lines

@@ -79,6 +79,8 @@ def outcome(search: Search, w: Walk) -> dict[str, Any]:
         winner = w.winner(c)
         entry: dict[str, Any] = {"label": cell.label, "point": cell.point, "searched": cell.searched,
                                  "runs": [{"seed": s, **_brief(r)} for s, r in sorted(runs.items())]}
+        if c in w.settled:
+            entry["settled"] = w.settled[c]
         if cell.searched:
             entry.update(winner=winner, winner_params=None if winner is None else cell.params(winner),
                          rungs=w.rungs[c], trials=[{"trial": t, "params": cell.params(t),
@@ -99,6 +101,10 @@ def table(out: dict[str, Any]) -> str:
                 if cell["searched"] else "not searched")
         acc = (f"best validation {min(accs):.3f}-{max(accs):.3f}" if accs else "no evaluation") + (
             f", test {min(tests):.3f}-{max(tests):.3f}" if tests else "")
+        settled = cell.get("settled")
+        if settled:
+            acc += (f"; settled: its control fails (the mean of {settled['seeds']} seeds at most "
+                    f"{settled['most']:.3f} < {settled['level']:g}), the other seeds not trained")
         lines.append(f"  {cell['label']:<14} {point:<10} {what:<44} {len(cell['runs'])} seed(s): {acc}")
     return "\n".join(lines)
 
@@ -133,13 +139,16 @@ def price(search: Search, workers: int, finished: set[str], results: dict[str, R
     (lookup at N = 100) or ties send most trials on. Runs finished in the store (`finished`) cost
     nothing; a promoted trial costs its steps after the rung before. With the store's `results`,
     a cell's rungs they decide (`standing`) are priced as decided: the trials they promoted,
-    exactly, then the worst and size-blind counts from those. A run with a checkpoint (`started`:
-    run id -> the step saved) costs only its steps after it. Rungs run one after another: the
+    exactly, then the worst and size-blind counts from those; a winner whose first seed settled
+    its control (`Walk.settled`) trains no other seed (before then every winner counts every
+    seed). A run with a checkpoint (`started`: run id -> the step saved) costs only its steps
+    after it. Rungs run one after another: the
     wall time is each rung's, over `workers`, summed."""
     from .cost import run_seconds, step_costs
 
     cells = search.cells
     stand = standing(search, results) if results else {}
+    settled = replay(search, results).settled if results else {}  # their other seeds train no more
     shapes = [search.config(c, t, None) for c, cell in enumerate(cells) for t in range(len(cell.flats))]
     step_costs(shapes, workers=workers)  # each shape timed once (or read from the cache)
 
@@ -177,7 +186,7 @@ def price(search: Search, workers: int, finished: set[str], results: dict[str, R
             arm = per_arm.setdefault(cell.label, {"cpu_s": 0.0, "gpu_s": 0.0, "runs": 0})
             dec, alive, stopped = where(c)
             if r is None:  # the first seed's winner is a trial
-                seeds = search.seeds[1:] if cell.searched else search.seeds
+                seeds = () if c in settled else search.seeds[1:] if cell.searched else search.seeds
                 costs_by = [[cost(search.config(c, t, None, s), steps) for t in alive] for s in seeds]
                 costs = [max(x) for x in costs_by]
                 mean = sum(sum(x for x, _ in row) / len(row) for row in costs_by)

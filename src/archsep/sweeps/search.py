@@ -13,6 +13,9 @@ validation. The `[search]` table of a sweep file:
                                    # only what its validation set can tell apart)
     trials = 12                    # configurations drawn per searched arm: the same for every arm
     seed = 0                       # the draw's seed
+    [search.settle]                # optional: where a searched arm's positive control is
+    level = 0.95                   # the mean test accuracy over the seeds it must reach
+    at = { "task_params.N" = 20 }  # the grid point(s) of the control (every key a grid axis)
     [search.axes]                  # searched in every arm named under search.arms
     "train.lr" = [1e-2, 1e-3, 1e-4]
     "model_params.layers" = [1, 2, 4]
@@ -38,6 +41,14 @@ is the validation set's noise, and a trial that would learn later is not dropped
 After the last rung the first is the cell's winner, and its configuration
 trains at the last rung's budget with every seed of the sweep (the first seed's run is the trial
 itself where it reached the last rung). The driver is `runs.search`.
+
+With `[search.settle]`, a winner at a control's grid point whose first seed's test accuracy x
+already decides the control trains no other seed: the mean over the n seeds is at most
+(x + n - 1) / n, even if every other seed scored 100%, and where that is below `level` the control
+fails whatever they score (`Walk.settled`; a claim reads the bound, `experiments.size_claims`).
+A control can only be settled as failing this way: a passing one needs every seed. It applies to
+tasks scored by an error rate (accuracy = 1 - the test metric) and to searched arms only (an arm
+not searched trains every seed at the first rung).
 """
 from __future__ import annotations
 
@@ -53,7 +64,8 @@ from ..errors import ArchsepError, closest
 from ..results import RunResult
 from .flat import _check_table, _describe, _nest
 
-SEARCH_KEYS = ("steps", "keep", "trials", "seed", "tie", "axes", "arms")
+SEARCH_KEYS = ("steps", "keep", "trials", "seed", "tie", "settle", "axes", "arms")
+SETTLE_KEYS = ("level", "at")
 SEARCHABLE = ("train", "model_params")  # a cell's task is not searched: its parameters are grid axes
 NOT_SEARCHED = ("train.budget", "train.halving_lrs", "train.halving_rungs", "train.device")
 
@@ -79,6 +91,33 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class Settle:
+    """`[search.settle]`: an arm's positive control is at the grid point `at` (axis -> value), where
+    its mean test accuracy over the seeds must reach `level`."""
+
+    level: float
+    at: dict[str, Any]
+
+    def applies(self, cell: Cell) -> bool:
+        return all(cell.point.get(k) == v for k, v in self.at.items())
+
+    def decide(self, first: RunResult | None, seeds: int) -> dict[str, Any] | None:
+        """What the first seed's run settles: with its test accuracy x, the mean over `seeds`
+        seeds is at most (x + seeds - 1) / seeds; below `level` the control fails whatever the
+        others score, and they need not train (None: not settled, or no test accuracy)."""
+        if first is None or first.test_metric is None or not 0 <= first.test_metric <= 1 or seeds < 2:
+            return None
+        x = 1.0 - first.test_metric
+        most = (x + seeds - 1) / seeds
+        if most >= self.level:
+            return None
+        return {"run_id": first.run_id, "accuracy": x, "most": most, "level": self.level, "seeds": seeds}
+
+    def describe(self) -> dict[str, Any]:
+        return {"level": self.level, "at": dict(self.at)}
+
+
+@dataclass(frozen=True)
 class Search:
     steps: tuple[int, ...]
     keep: float
@@ -89,6 +128,7 @@ class Search:
     batch_sizes: dict[int, int] = field(default_factory=dict)  # cell index -> its batch size
     device: str | None = None  # every run's train.device (not part of a run's identity); None: the file's
     tie: float = 0.0  # trials within this many standard errors of the last kept one's error go on too (0: none)
+    settle: Settle | None = None  # where a first seed can settle a positive control's failure
 
     def config(self, c: int, trial: int, rung: int | None = None, seed: int | None = None) -> RunConfig:
         """Cell c's trial (its only configuration, for an arm not searched) at a rung (None: the
@@ -143,7 +183,8 @@ class Search:
                 arms.setdefault(cell.label, {"space": cell.space, "trials": len(cell.flats)})
         return {"steps": list(self.steps), "keep": self.keep, "trials": self.trials, "seed": self.seed,
                 "seeds": list(self.seeds), "arms": arms, "schedule": self.schedule(),
-                **({"tie": self.tie, "worst_schedule": self.worst_schedule()} if self.tie > 0 else {})}
+                **({"tie": self.tie, "worst_schedule": self.worst_schedule()} if self.tie > 0 else {}),
+                **({"settle": self.settle.describe()} if self.settle is not None else {})}
 
 
 # what a walk asks for: the results of these configs at this stage ("rung1", ..., "winners"),
@@ -158,12 +199,15 @@ class Walk:
     """Where a search stands: each searched cell's latest result per trial, its rungs (trained,
     ranked, promoted), and the winners' runs ((cell, trial, seed) -> result). `incomplete` holds
     the cells a fetch lacked a result for (a replay of a search still running, or of a store that
-    holds only some cells): each stopped there, the others went on."""
+    holds only some cells): each stopped there, the others went on. `settled` holds the cells
+    whose winner's first seed settled its control's failure (`Settle.decide`): their other seeds
+    did not train."""
 
     latest: dict[int, dict[int, RunResult]]
     rungs: dict[int, list[dict]]
     final: dict[tuple[int, int, int], RunResult]
     incomplete: set[int] = field(default_factory=set)
+    settled: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -186,7 +230,8 @@ def walk(search: Search, fetch: Fetch, done: Done | None = None) -> Walk:
     each cell's winner (the first of the last rung) and the arms not searched at every seed. The
     promotions read only the results, so running it (`runs.search`) and replaying it over a
     store's results take the same path to the same winners. Cells are independent: a cell with a
-    result missing stops, the others go on."""
+    result missing stops, the others go on. A winner whose first seed settles its control
+    (`Search.settle`) trains no other seed."""
     cells = search.cells
     latest: dict[int, dict[int, RunResult]] = {c: {} for c, cell in enumerate(cells) if cell.searched}
     alive = {c: list(range(len(cells[c].flats))) for c in latest}
@@ -218,15 +263,22 @@ def walk(search: Search, fetch: Fetch, done: Done | None = None) -> Walk:
             alive[c] = keep
         if done is not None:
             done(stale)
+    settled: dict[int, dict[str, Any]] = {}
+    if search.settle is not None:
+        for c in alive:
+            got = search.settle.decide(latest[c].get(alive[c][0]), len(search.seeds)) \
+                if search.settle.applies(cells[c]) else None
+            if got is not None:
+                settled[c] = got
     final = [(c, alive[c][0] if c in alive else 0, s) for c in range(len(cells))
-             if c not in incomplete for s in search.seeds]
+             if c not in incomplete for s in (search.seeds[:1] if c in settled else search.seeds)]
     configs = [search.config(c, t, None, s) for c, t, s in final]
     results = fetch(configs, "winners")
     if done is not None:
         done(configs)
     incomplete |= {c for (c, _t, _s), res in zip(final, results) if res is None}
     return Walk(latest, rungs, {k: res for k, res in zip(final, results) if res is not None and k[0] not in incomplete},
-                incomplete)
+                incomplete, {c: s for c, s in settled.items() if c not in incomplete})
 
 
 def replay(search: Search, results: dict[str, RunResult]) -> Walk:
@@ -324,6 +376,33 @@ def _tie(doc: dict, where: str) -> float:
     return float(tie)
 
 
+def _settle(doc: dict, axes: dict[str, list], where: str) -> Settle | None:
+    """`[search.settle]`, checked: `level` in (0, 1], `at` a table of grid axes and their values."""
+    if "settle" not in doc:
+        return None
+    t = doc["settle"]
+    eg = '{ level = 0.95, at = { "task_params.N" = 20 } }'
+    if not isinstance(t, dict):
+        raise ArchsepError(f"{where}: search.settle: expected a table, e.g. {eg}, got {t!r}")
+    _check_table(t, "search.settle", SETTLE_KEYS, where)
+    level = t.get("level")
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level <= 1:
+        raise ArchsepError(f"{where}: search.settle.level: expected the control's level, a mean test accuracy "
+                           f"in (0, 1], got {level!r}")
+    at = t.get("at")
+    if not isinstance(at, dict) or not at:
+        raise ArchsepError(f"{where}: search.settle.at: expected a table of grid axes and their values, e.g. "
+                           f'{{ "task_params.N" = 20 }}, got {at!r}')
+    for k, v in at.items():
+        if k not in axes:
+            raise ArchsepError(f"{where}: search.settle.at.{k}: not a grid axis{closest(k, list(axes))}; "
+                               f"axes: {', '.join(axes) or 'none'}")
+        if v not in axes[k]:
+            raise ArchsepError(f"{where}: search.settle.at.{k}: {v!r} is not one of the grid's values "
+                               f"{axes[k]!r}")
+    return Settle(float(level), dict(at))
+
+
 def _numbers(doc: dict, where: str) -> tuple[tuple[int, ...], float, int, int]:
     for k in ("steps", "trials", "keep"):
         if k not in doc:
@@ -412,7 +491,13 @@ def plan(doc: Any, base: dict, arms: list[dict], labels: list, axes: dict[str, l
                 raise ArchsepError(f"{where}: search.steps: {bad[0]} is not a multiple of train.eval_every = "
                                    f"{tc.eval_every} (a rung reads the held-out metric at its last step)")
             batch[c] = tc.batch_size
-    out = Search(steps, keep, trials, seed, tuple(seeds), cells, batch, device, _tie(doc, where))
+    settle = _settle(doc, axes, where)
+    for cell in cells:
+        if settle is not None and cell.searched and settle.applies(cell) and \
+                RunConfig.from_dict(_nest({**cell.flats[0], "seed": seeds[0]})).build_task().kind == "regression":
+            raise ArchsepError(f"{where}: search.settle: cell {cell.name}'s task is scored by an MSE, not an error "
+                               "rate; a control is settled on a test accuracy (1 - the error rate)")
+    out = Search(steps, keep, trials, seed, tuple(seeds), cells, batch, device, _tie(doc, where), settle)
     seen: dict[str, str] = {}
     for c, cell in enumerate(cells):
         for t in range(len(cell.flats)):

@@ -59,7 +59,7 @@ class DyckFig2(SizeExperiment):
     paper_n = SizeScale(Ns=(20, 400), archs=(tf(1, (64,)), tf(2, (64,)), lstm((64,))), lrs=(1e-3, 3e-4),
                         steps=12_000, eval_every=250, val_size=1000, test_size=2000, seeds=3)
     search = SearchScale(SEARCH, Ns=(20, 50, 100, 200, 400), tf="",
-                         families=tuple(label for label, _ in _ARMS))
+                         families=tuple(label for label, _ in _ARMS), settle=True)
     scales = ("quick", "cpu", "paper-n", "search", "full")
     # the paper: LSTM-64, Mamba-64 and TF-(2,64) near-perfect up to N = 400, TF-(1,256) up to 100
     recognisers = ("LSTM-64", "Mamba-64", "TF-(2,64)", "TF-(1,256)")

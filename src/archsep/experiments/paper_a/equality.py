@@ -52,7 +52,7 @@ class EqualityFig4(SizeExperiment):
     cpu = SizeScale(Ns=(20, 200), archs=(tf(2, (64,)), lstm((64,))), lrs=(3e-4,), steps=20_000,
                     eval_every=250, val_size=1000, test_size=2000, seeds=3, variants=VARIANTS)
     search = SearchScale(SEARCH, Ns=(20, 100, 200, 400), tf="",
-                         families=tuple(label for label, _ in _VARIANT_ARMS))
+                         families=tuple(label for label, _ in _VARIANT_ARMS), settle=True)
     scales = ("quick", "cpu", "search", "full")
 
     def claims(self, table: dict, s: SizeScale | SearchScale) -> list[Claim]:

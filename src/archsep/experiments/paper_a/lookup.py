@@ -91,11 +91,13 @@ class LookupFig2(SizeExperiment):
     # the arms the paper has degrade beyond N = 100 (LSTM near chance there)
     recurrent = ("LSTM-64", "Mamba-64", "DSS-64", "RetNet-64", "LinTF-64")
     search = SearchScale(SEARCH, Ns=(20, 50, 100, 200, 400), tf="TF-(1,64)",
-                         families=("LSTM", "Mamba", "DSS", "RetNet", "LinTF"))
+                         families=("LSTM", "Mamba", "DSS", "RetNet", "LinTF"), settle=True)
     # the paper's bounds for the families the reduced search left without a control (N = 20 first)
-    search_paper = SearchScale(SEARCH_PAPER, Ns=(20, 50, 100, 200, 400), tf="TF-(1,64)", families=("LSTM", "DSS"))
+    search_paper = SearchScale(SEARCH_PAPER, Ns=(20, 50, 100, 200, 400), tf="TF-(1,64)", families=("LSTM", "DSS"),
+                               settle=True)
     # the same two families in the reduced search's space with the paper's step budget
-    search_steps = SearchScale(SEARCH_STEPS, Ns=(20, 50, 100, 200, 400), tf="TF-(1,64)", families=("LSTM", "DSS"))
+    search_steps = SearchScale(SEARCH_STEPS, Ns=(20, 50, 100, 200, 400), tf="TF-(1,64)", families=("LSTM", "DSS"),
+                               settle=True)
     scales = ("quick", "cpu", "paper-n", "search", "search-paper", "search-steps", "full")
 
     def claims(self, table: dict, s: SizeScale | SearchScale) -> list[Claim]:
