@@ -60,3 +60,18 @@ def test_the_check_fails_for_a_part_that_has_drifted(tmp_path):
     part = run_ids(load_file(tmp_path / "drift.toml"))
     whole = run_ids(from_experiment("lookup-fig2", "search-steps", at=[100]))
     assert not set(part) <= set(whole)
+
+
+def test_the_winners_runs_carried_to_a_gpu_are_the_searchs_own():
+    """winners-lstm-n100.toml lists, as plain runs, the search-steps scale's LSTM winner at N = 100
+    with seeds 1 and 2 and TF-(1,64)'s three seeds, for a lent GPU: each must be a run the scale
+    plans at its last rung with that seed (the same run id), or the search would train it again."""
+    s = load_file(ROOT / CAL / "winners-lstm-n100.toml")
+    whole = from_experiment("lookup-fig2", "search-steps", at=[100])
+    se = whole.search
+    assert se is not None
+    last = {se.config(c, t, None, seed).run_id: (cell.label, seed)
+            for c, cell in enumerate(se.cells) for t in range(len(cell.flats)) for seed in se.seeds}
+    got = sorted(last[c.run_id] for c in s.configs)
+    assert got == [("LSTM", 1), ("LSTM", 2), ("TF-(1,64)", 0), ("TF-(1,64)", 1), ("TF-(1,64)", 2)]
+    assert {c.train.budget // c.train.batch_size for c in s.configs} == {se.steps[-1]}

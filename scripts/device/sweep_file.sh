@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Plain runs of a sweep file on one lent GPU, for at most SECONDS (default 480), each run in its own
+# worker (WORKERS, default the file's run count, at most 6): small models leave a GPU mostly idle,
+# so runs side by side cost little more wall time than one. Made for the runs a search on this
+# project's CPUs still needs after its last rung (a winner's other seeds at the paper's 250k steps,
+# the arm not searched), written as plain runs with the search's own run ids, e.g.
+#   FILE=docs/results/lookup-search-calibration/winners-lstm-n100.toml bash scripts/device/sweep_file.sh 480
+# Its price first, on the CPU machine: `archsep sweep FILE --dry-run` (a GPU's time is modelled).
+# Everything it keeps goes under $OUT: the finished runs as jsonl (exported every minute, so a cut
+# keeps every run that finished), the log, the store's status (each run in flight at its step), the
+# machine. Bring them home with `archsep import $OUT/runs.jsonl --out STORE` into the search's store:
+# its winners stage then finds them finished. A run cut short is lost (its checkpoint stays there).
+set -u
+T=${1:-480}
+PY=${PY:-python3}
+DEV=${DEVICE:-cuda}
+FILE=${FILE:?FILE=the sweep file}
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 ARCHSEP_CHECKPOINT_S=60
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
+  $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"
+  nproc; } > "$OUT/machine.txt" 2>&1
+N=$($PY -m archsep sweep "$FILE" --out "$W/s" --dry-run 2>/dev/null | head -1 | sed -n 's/.*: \([0-9]*\) run(s).*/\1/p')
+WK=${WORKERS:-$(( ${N:-1} < 6 ? ${N:-1} : 6 ))}
+save() {
+  [ -e "$W/s/archsep.db" ] && $PY -m archsep export "$W/s" --format jsonl -o "$OUT/runs.jsonl.tmp" >/dev/null 2>&1 \
+    && mv "$OUT/runs.jsonl.tmp" "$OUT/runs.jsonl"
+}
+timeout "$T" $PY -m archsep sweep "$FILE" --device "$DEV" --workers "$WK" --no-progress --out "$W/s" \
+  > "$OUT/sweep.log" 2>&1 &
+P=$!
+n=0
+while kill -0 $P 2>/dev/null; do
+  sleep 5; n=$((n + 1)); [ $((n % 12)) = 0 ] && save
+done
+wait $P; rc=$?
+save
+$PY -m archsep status "$W/s" > "$OUT/status.txt" 2>&1
+echo "workers $WK of $N run(s); exit $rc" >> "$OUT/sweep.log"
+tail -5 "$OUT/sweep.log"; cat "$OUT/status.txt"
+exit $rc
