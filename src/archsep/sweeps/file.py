@@ -51,7 +51,7 @@ from ..store.analysis_table import RUN_KEYS, check_analysis
 from .flat import _describe, _nest
 from .match import Matcher
 from .search import Search
-from .search import plan as plan_search
+from .search_plan import plan as plan_search
 
 PARAM_TABLES = ("task_params", "model_params", "train")
 
