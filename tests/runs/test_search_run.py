@@ -239,7 +239,7 @@ def test_a_winner_whose_first_seed_settles_its_control_trains_no_other_seed(tmp_
     (x + 2) / 3 < 95% whatever the others score: they are not trained. At N = 8 (no control) and
     for the arm not searched every seed trains. Replayed over the store the search takes the same
     path; the same search without `settle` finds those two seeds missing, and prices exactly them,
-    where the settled one prices nothing."""
+    where the settled one prices nothing. Trained later anyway, the two seeds are read as usual."""
     text = search_toml(name="settled", seeds=3, extra=SETTLE)
     s = sw.parse(text)
     search = s.search
@@ -261,6 +261,17 @@ def test_a_winner_whose_first_seed_settles_its_control_trains_no_other_seed(tmp_
     assert "settled: its control fails" in table(out).splitlines()[0]
     plain = sw.parse(search_toml(name="settled", seeds=3)).search
     assert replay(plain, stored).incomplete == {c6}
+    # seeds already there (trained before the search settled anything) are read as usual: one of
+    # the two, and the cell is still settled with both seeds it has; both, and it is not settled
+    one = replay(search, {**stored, others[0].run_id: stored[first["run_id"]]})
+    assert c6 in one.settled and sorted(s for (c, _t, s) in one.final if c == c6) == [0, 1]
+    from archsep.runs.runner import launch_runs
+
+    launch_runs(others, Launch(tmp_path, workers=1, progress=False).check())
+    again = run_search(s, Launch(tmp_path, workers=1, progress=False).check())
+    assert [r["seed"] for r in next(c for c in again["cells"] if c["label"] == "LSTM" and c["point"] ==
+                                    {"task_params.N": 6})["runs"]] == [0, 1, 2]
+    assert all("settled" not in c for c in again["cells"])
     known_cost(monkeypatch)
     assert price(search, 1, set(stored), stored)["cpu_core_s"] == 0
     assert price(plain, 1, set(stored), stored)["cpu_core_s"] == pytest.approx(

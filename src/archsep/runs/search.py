@@ -20,6 +20,7 @@ from ..config import RunConfig
 from ..engine.checkpoint import Checkpoints, discard_ends, tidy
 from ..fileio import atomic_write
 from ..results import RunResult
+from ..store.db import DB_NAME, open_store
 from ..sweeps.file import Sweep
 from ..sweeps.search import Search, Walk, finished_early, replay, walk
 from .launch import Launch
@@ -60,7 +61,14 @@ def run_search(sweep: Sweep, launch: Launch) -> dict[str, Any]:
         if ck is not None:
             discard_ends(ck, configs)
 
-    w = walk(search, fetch, done)
+    def have(configs: list[RunConfig]) -> list[RunResult | None]:
+        if launch.out is None or not (Path(launch.out) / DB_NAME).exists():
+            return [None] * len(configs)
+        with open_store(launch.out, create=False) as st:
+            found = {r.run_id: r for r in st.results([c.run_id for c in configs])}
+        return [found.get(c.run_id) for c in configs]
+
+    w = walk(search, fetch, done, have)
     if ck is not None:
         tidy(ck)
     return outcome(search, w)

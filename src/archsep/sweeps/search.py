@@ -188,6 +188,8 @@ class Search:
 Fetch = Callable[[list[RunConfig], str], Sequence[RunResult | None]]
 # told, after each rung, the configs whose kept ends the search no longer needs
 Done = Callable[[list[RunConfig]], None]
+# the results of these configs where they are already there (a store's), training nothing
+Have = Callable[[list[RunConfig]], Sequence[RunResult | None]]
 
 
 @dataclass
@@ -220,14 +222,15 @@ class Walk:
         return list(out.values())
 
 
-def walk(search: Search, fetch: Fetch, done: Done | None = None) -> Walk:
+def walk(search: Search, fetch: Fetch, done: Done | None = None, have: Have | None = None) -> Walk:
     """The search, rung after rung: at each, the trials still in it that have not stopped train
     to the rung's steps (`fetch`), are ranked (`rank`), and the first `promoted(n)` go on; then
     each cell's winner (the first of the last rung) and the arms not searched at every seed. The
     promotions read only the results, so running it (`runs.search`) and replaying it over a
     store's results take the same path to the same winners. Cells are independent: a cell with a
     result missing stops, the others go on. A winner whose first seed settles its control
-    (`Search.settle`) trains no other seed."""
+    (`Search.settle`) trains no other seed; those already there (`have`: e.g. trained before the
+    search settled anything) are read as usual, and a cell with every seed there is not settled."""
     cells = search.cells
     latest: dict[int, dict[int, RunResult]] = {c: {} for c, cell in enumerate(cells) if cell.searched}
     alive = {c: list(range(len(cells[c].flats))) for c in latest}
@@ -266,8 +269,14 @@ def walk(search: Search, fetch: Fetch, done: Done | None = None) -> Walk:
                 if search.settle.applies(cells[c]) else None
             if got is not None:
                 settled[c] = got
+    there: dict[int, list[int]] = {}  # a settled cell's other seeds already there
+    for c in settled:
+        others = search.seeds[1:]
+        found = have([search.config(c, alive[c][0], None, s) for s in others]) if have else [None] * len(others)
+        there[c] = [s for s, r in zip(others, found) if r is not None]
+    settled = {c: got for c, got in settled.items() if len(there[c]) < len(search.seeds) - 1}
     final = [(c, alive[c][0] if c in alive else 0, s) for c in range(len(cells))
-             if c not in incomplete for s in (search.seeds[:1] if c in settled else search.seeds)]
+             if c not in incomplete for s in ([search.seeds[0], *there[c]] if c in settled else search.seeds)]
     configs = [search.config(c, t, None, s) for c, t, s in final]
     results = fetch(configs, "winners")
     if done is not None:
@@ -280,7 +289,10 @@ def walk(search: Search, fetch: Fetch, done: Done | None = None) -> Walk:
 def replay(search: Search, results: dict[str, RunResult]) -> Walk:
     """The search as the results it has (run id -> result, e.g. a store's) decide it, running
     nothing: complete where every run it needs is there."""
-    return walk(search, lambda cfgs, _stage: [results.get(c.run_id) for c in cfgs])
+    def get(cfgs: list[RunConfig], _stage: str = "") -> list[RunResult | None]:
+        return [results.get(c.run_id) for c in cfgs]
+
+    return walk(search, get, have=get)
 
 
 def rank_key(r: RunResult | None, index: int) -> tuple:
