@@ -9,13 +9,16 @@
 # Everything it keeps goes under $OUT: the finished runs as jsonl (exported every minute, so a cut
 # keeps every run that finished), the log, the store's status (each run in flight at its step), the
 # machine. Bring them home with `archsep import $OUT/runs.jsonl --out STORE` into the search's store:
-# its winners stage then finds them finished. A run cut short is lost (its checkpoint stays there).
+# its winners stage then finds them finished. A run cut short leaves its checkpoint (every minute of
+# its training) in $OUT/checkpoints/: a second call with CKPT=that folder and FROM=the runs.jsonl
+# brought back (both copied into the working tree) goes on from there, e.g.
+#   FILE=... FROM=runs.jsonl CKPT=ckpt bash scripts/device/sweep_file.sh 480
 set -u
 T=${1:-480}
 PY=${PY:-python3}
 DEV=${DEVICE:-cuda}
 FILE=${FILE:?FILE=the sweep file}
-export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 ARCHSEP_CHECKPOINT_S=60
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 ARCHSEP_CHECKPOINT_S=${ARCHSEP_CHECKPOINT_S:-60}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
@@ -23,6 +26,10 @@ trap 'rm -rf "$W"' EXIT
   nproc; } > "$OUT/machine.txt" 2>&1
 N=$($PY -m archsep sweep "$FILE" --out "$W/s" --dry-run 2>/dev/null | head -1 | sed -n 's/.*: \([0-9]*\) run(s).*/\1/p')
 WK=${WORKERS:-$(( ${N:-1} < 6 ? ${N:-1} : 6 ))}
+if [ -n "${FROM:-}" ]; then
+  $PY -m archsep import "$FROM" --out "$W/s" > "$OUT/import.log" 2>&1 || { cat "$OUT/import.log"; exit 1; }
+fi
+if [ -n "${CKPT:-}" ]; then mkdir -p "$W/s/checkpoints" && cp "$CKPT"/*.pt "$W/s/checkpoints/"; fi
 save() {
   [ -e "$W/s/archsep.db" ] && $PY -m archsep export "$W/s" --format jsonl -o "$OUT/runs.jsonl.tmp" >/dev/null 2>&1 \
     && mv "$OUT/runs.jsonl.tmp" "$OUT/runs.jsonl"
@@ -37,6 +44,7 @@ done
 wait $P; rc=$?
 save
 $PY -m archsep status "$W/s" > "$OUT/status.txt" 2>&1
+if ls "$W/s/checkpoints/"*.pt >/dev/null 2>&1; then mkdir -p "$OUT/checkpoints" && cp "$W/s/checkpoints/"*.pt "$OUT/checkpoints/"; fi
 echo "workers $WK of $N run(s); exit $rc" >> "$OUT/sweep.log"
 tail -5 "$OUT/sweep.log"; cat "$OUT/status.txt"
 exit $rc
