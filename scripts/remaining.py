@@ -33,6 +33,14 @@ QUEUE = [
     ("Dyck search, N = 50", "reproduce dyck-fig2 --scale search --at 50", "dyck-fig2-search"),
     ("Dyck search, N = 100", "reproduce dyck-fig2 --scale search --at 100", "dyck-fig2-search"),
 ]
+# what a session with a lent GPU runs first (scripts/device/): (what, the dry run's arguments, the
+# store it is priced against, the device command); its runs imported into that store spare the cores
+GPU_FIRST = [
+    ("the LSTM's N = 100 winner's seeds 1 and 2 and TF-(1,64)'s three seeds, 250k steps each (issue 52; "
+     "import its runs.jsonl into lss100)",
+     "sweep docs/results/lookup-search-calibration/winners-lstm-n100.toml", "lss100",
+     "FILE=docs/results/lookup-search-calibration/winners-lstm-n100.toml bash scripts/device/sweep_file.sh 540"),
+]
 TOTAL = re.compile(r"total: .*?\(([\d.]+) (h|min) of one core\); on one H100 \(modelled\) about ([\d.]+) (h|min|s)")
 ESTIMATE = re.compile(r"estimate: .*?\(([\d.]+) (h|min) of one core\)")
 
@@ -70,6 +78,13 @@ def main() -> None:
         worst, est, gpu, loaded = price(args, a.runs / store)
         any_loaded |= loaded
         print(f"| {what} | `archsep {args}` | {cell(worst)} | {cell(est)} | {cell(gpu)} |")
+    print("\nOn a lent GPU first (its 15 minutes of device time; each command brings its runs back as JSON lines):\n")
+    print("| what | device command | one H100, hours (modelled) | this machine, core-hours at worst (spared) |")
+    print("|---|---|---|---|")
+    for what, args, store, device in GPU_FIRST:
+        worst, _, gpu, loaded = price(args, a.runs / store)
+        any_loaded |= loaded
+        print(f"| {what} | `{device}` | {cell(gpu)} | {cell(worst)} |")
     print("\nA search's estimate is its own `--dry-run`'s (benchmarks/search_estimate.py); a preset that is not a "
           "search has its worst only, every run to its budget, where most stop at their threshold sooner.")
     if any_loaded:
