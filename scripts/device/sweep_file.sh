@@ -24,8 +24,11 @@ trap 'rm -rf "$W"' EXIT
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
   $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"
   nproc; } > "$OUT/machine.txt" 2>&1
-N=$($PY -m archsep sweep "$FILE" --out "$W/s" --dry-run 2>/dev/null | head -1 | sed -n 's/.*: \([0-9]*\) run(s).*/\1/p')
-WK=${WORKERS:-$(( ${N:-1} < 6 ? ${N:-1} : 6 ))}
+if [ -z "${WORKERS:-}" ]; then  # the file's run count (its dry run's first line), at most 6
+  N=$($PY -m archsep sweep "$FILE" --out "$W/s" --dry-run 2>/dev/null | head -1 | sed -n 's/.*: \([0-9]*\) run(s).*/\1/p')
+  WORKERS=$(( ${N:-1} < 6 ? ${N:-1} : 6 ))
+fi
+WK=$WORKERS
 if [ -n "${FROM:-}" ]; then
   $PY -m archsep import "$FROM" --out "$W/s" > "$OUT/import.log" 2>&1 || { cat "$OUT/import.log"; exit 1; }
 fi
@@ -45,6 +48,6 @@ wait $P; rc=$?
 save
 $PY -m archsep status "$W/s" > "$OUT/status.txt" 2>&1
 if ls "$W/s/checkpoints/"*.pt >/dev/null 2>&1; then mkdir -p "$OUT/checkpoints" && cp "$W/s/checkpoints/"*.pt "$OUT/checkpoints/"; fi
-echo "workers $WK of $N run(s); exit $rc" >> "$OUT/sweep.log"
+echo "workers $WK; exit $rc" >> "$OUT/sweep.log"
 tail -5 "$OUT/sweep.log"; cat "$OUT/status.txt"
 exit $rc

@@ -1,13 +1,19 @@
-"""The prepared GPU script of the search (scripts/device/lookup_search.sh), run on the CPU
-(DEVICE=cpu): from the committed N = 20 runs (FROM=) it resumes the search, trains nothing, and
-brings back every run as JSON lines with the summary and the search's outcome."""
+"""The prepared GPU scripts, run on the CPU (DEVICE=cpu). The search's (scripts/device/lookup_search.sh):
+from the committed N = 20 runs (FROM=) it resumes the search, trains nothing, and brings back every
+run as JSON lines with the summary and the search's outcome. A sweep file's (sweep_file.sh): runs
+cut by its limit come back as checkpoints that a second call goes on from."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from sweep_util import tiny_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,3 +38,32 @@ def test_the_lookup_search_script_resumes_from_carried_runs_and_brings_them_back
         finished = all(r.get("status") not in (None, "missing") for r in c["runs"]) and c["runs"]
         assert bool(finished) is (c["point"]["task_params.N"] in done), c["point"]
     assert (tmp_path / "machine.txt").read_text().strip()
+
+
+@pytest.mark.slow
+def test_the_sweep_file_script_brings_back_runs_cut_short_as_checkpoints_and_goes_on_from_them(tmp_path):
+    """scripts/device/sweep_file.sh on the CPU: two runs side by side, cut by its time limit long
+    before their budget, come back as their checkpoints (and a status naming their steps); a second
+    call given them (CKPT=) and the first call's runs (FROM=) goes on from those steps, not from 0."""
+    f = tmp_path / "s.toml"
+    f.write_text(tiny_toml("cut", Ns=(3,), seeds=2, arms=("tf-b",), budget=64_000_000, threshold=1e-9))
+
+    def call(out: Path, **extra: str) -> dict[str, int]:
+        out.mkdir()
+        env = {**os.environ, "OUT": str(out), "DEVICE": "cpu", "FILE": str(f), "PY": sys.executable,
+               "OMP_NUM_THREADS": "1", "ARCHSEP_CHECKPOINT_S": "0", "WORKERS": "2", **extra}
+        p = subprocess.run(["bash", "scripts/device/sweep_file.sh", "12"], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 124, (p.stdout + p.stderr)[-3000:]  # cut by its limit
+        assert "workers 2; exit 124" in (out / "sweep.log").read_text()
+        status = (out / "status.txt").read_text()
+        steps = {m.group(1): int(m.group(2)) for m in re.finditer(r"checkpoint (\w+) .*?: step (\d+) of", status)}
+        assert list((out / "checkpoints").glob("*.pt"))  # a file per group of runs trained together
+        return steps
+
+    first = call(tmp_path / "one")
+    assert len(first) == 2 and all(s > 0 for s in first.values())
+    (tmp_path / "one" / "runs.jsonl").touch()  # none finished: an empty file to carry
+    one = tmp_path / "one"
+    second = call(tmp_path / "two", FROM=str(one / "runs.jsonl"), CKPT=str(one / "checkpoints"))
+    assert set(second) == set(first) and all(second[k] > first[k] for k in first)
