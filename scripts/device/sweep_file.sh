@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Plain runs of a sweep file on one lent GPU, for at most SECONDS (default 480), each run in its own
-# worker (WORKERS, default the file's run count, at most 6): small models leave a GPU mostly idle,
-# so runs side by side cost little more wall time than one. Made for the runs a search on this
+# Plain runs of a sweep file on one lent GPU, for at most SECONDS (default 480), side by side in
+# WORKERS processes (default the file's run count, at most 3; seeds of a stackable model train as
+# one stacked batch in one process anyway). Processes time-slice the card: two trained paper B's
+# RNNs at 1.5x one's throughput on an H200, and 25 finished none in 500 s (docs/sweeps.md,
+# Executors); small launch-bound models are expected to gain more, not measured yet. Made for the runs a search on this
 # project's CPUs still needs after its last rung (a winner's other seeds at the paper's 250k steps,
 # the arm not searched), written as plain runs with the search's own run ids, e.g.
 #   FILE=docs/results/lookup-search-calibration/winners-lstm-n100.toml bash scripts/device/sweep_file.sh 480
@@ -24,9 +26,9 @@ trap 'rm -rf "$W"' EXIT
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
   $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"
   nproc; } > "$OUT/machine.txt" 2>&1
-if [ -z "${WORKERS:-}" ]; then  # the file's run count (its dry run's first line), at most 6
+if [ -z "${WORKERS:-}" ]; then  # the file's run count (its dry run's first line), at most 3
   N=$($PY -m archsep sweep "$FILE" --out "$W/s" --dry-run 2>/dev/null | head -1 | sed -n 's/.*: \([0-9]*\) run(s).*/\1/p')
-  WORKERS=$(( ${N:-1} < 6 ? ${N:-1} : 6 ))
+  WORKERS=$(( ${N:-1} < 3 ? ${N:-1} : 3 ))
 fi
 WK=$WORKERS
 if [ -n "${FROM:-}" ]; then
