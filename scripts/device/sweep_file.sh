@@ -3,9 +3,10 @@
 # WORKERS processes (default the file's run count, at most 3; seeds of a stackable model train as
 # one stacked batch in one process anyway). Processes time-slice the card: two trained paper B's
 # RNNs at 1.5x one's throughput on an H200, and 25 finished none in 500 s (docs/sweeps.md,
-# Executors); small launch-bound models are expected to gain more, not measured yet. Made for the runs a search on this
-# project's CPUs still needs after its last rung (a winner's other seeds at the paper's 250k steps,
-# the arm not searched), written as plain runs with the search's own run ids, e.g.
+# Executors); small launch-bound models are expected to gain more, not measured yet. Made for the
+# runs a search on this project's CPUs still needs after its last rung (a winner's other seeds at
+# the paper's 250k steps, the arm not searched), written as plain runs with the search's own run
+# ids, e.g.
 #   FILE=docs/results/lookup-search-calibration/winners-lstm-n100.toml bash scripts/device/sweep_file.sh 480
 # Its price first, on the CPU machine: `archsep sweep FILE --dry-run` (a GPU's time is modelled).
 # Everything it keeps goes under $OUT: the finished runs as jsonl (exported every minute, so a cut
