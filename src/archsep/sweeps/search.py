@@ -65,7 +65,6 @@ from ..results import RunResult
 from .flat import _nest
 
 
-
 @dataclass(frozen=True)
 class Cell:
     """One arm at one grid point: its trials (flat configs without budget or seed), or, for an
