@@ -79,12 +79,14 @@ def main() -> None:
         any_loaded |= loaded
         print(f"| {what} | `archsep {args}` | {cell(worst)} | {cell(est)} | {cell(gpu)} |")
     print("\nOn a lent GPU first (its 15 minutes of device time; each command brings its runs back as JSON lines):\n")
-    print("| what | device command | one H100, hours (modelled) | this machine, core-hours at worst (spared) |")
+    print("| what | device command | one H100, hours (modelled) | the same runs on this machine, core-hours at worst |")
     print("|---|---|---|---|")
     for what, args, store, device in GPU_FIRST:
         worst, _, gpu, loaded = price(args, a.runs / store)
         any_loaded |= loaded
         print(f"| {what} | `{device}` | {cell(gpu)} | {cell(worst)} |")
+    print("\nThe runs a device command trains are part of a row above (imported, that row's command finds them "
+          "finished); priced on their own, their step times timed again, so the two figures differ with the load.")
     print("\nA search's estimate is its own `--dry-run`'s (benchmarks/search_estimate.py); a preset that is not a "
           "search has its worst only, every run to its budget, where most stop at their threshold sooner.")
     if any_loaded:
