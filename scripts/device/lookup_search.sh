@@ -26,25 +26,14 @@ DEV=${DEVICE:-cuda}
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
-  $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"
-  nproc; } > "$OUT/machine.txt" 2>&1
-save() {
-  [ -e "$W/s/archsep.db" ] && $PY -m archsep export "$W/s" --format jsonl -o "$OUT/search.jsonl.tmp" >/dev/null 2>&1 \
-    && mv "$OUT/search.jsonl.tmp" "$OUT/search.jsonl"
-}
+source "$(dirname "$0")/common.sh"
+machine
 if [ -n "${FROM:-}" ]; then
   $PY -m archsep import "$FROM" --out "$W/s" > "$OUT/import.log" 2>&1 || { cat "$OUT/import.log"; exit 1; }
 fi
 timeout "$T" $PY -m archsep reproduce "${PRESET:-lookup-fig2}" --scale "${SCALE:-search}" --at "${AT:-200}" --device "$DEV" \
   --workers "${WORKERS:-2}" --no-progress --out "$W/s" > "$OUT/search.log" 2>&1 &
-P=$!
-n=0
-while kill -0 $P 2>/dev/null; do
-  sleep 5; n=$((n + 1)); [ $((n % 12)) = 0 ] && save
-done
-wait $P; rc=$?
-save
+watch_runs $! "$W/s" search.jsonl; rc=$?
 for f in summary.json summary.txt search.json; do [ -e "$W/s/$f" ] && cp "$W/s/$f" "$OUT/"; done
 $PY -m archsep status "$W/s" >> "$OUT/search.log" 2>&1
 tail -5 "$OUT/search.log"

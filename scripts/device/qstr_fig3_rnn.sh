@@ -29,14 +29,10 @@ DEV=${DEVICE:-cuda}
 PY=${PY:-python3}
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 ARCHSEP_CHECKPOINT_S=off
 W=$(mktemp -d)
-{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
-  $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"
-  nproc; } > "$OUT/machine.txt" 2>&1
+source "$(dirname "$0")/common.sh"
+machine
 export_all() {
-  for s in q3 q3q1; do
-    [ -e "$W/$s/archsep.db" ] && $PY -m archsep export "$W/$s" --format jsonl -o "$OUT/$s.jsonl.tmp" >/dev/null 2>&1 \
-      && mv "$OUT/$s.jsonl.tmp" "$OUT/$s.jsonl"
-  done
+  for s in q3 q3q1; do save_runs "$W/$s" "$s.jsonl"; done
 }
 if [ -n "${FROM:-}" ]; then
   $PY -m archsep import "$FROM" --out "$W/q3" > "$OUT/import.log" 2>&1 || { cat "$OUT/import.log"; exit 1; }

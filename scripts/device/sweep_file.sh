@@ -24,9 +24,8 @@ FILE=${FILE:?FILE=the sweep file}
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 ARCHSEP_CHECKPOINT_S=${ARCHSEP_CHECKPOINT_S:-60}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
-  $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"
-  nproc; } > "$OUT/machine.txt" 2>&1
+source "$(dirname "$0")/common.sh"
+machine
 if [ -z "${WORKERS:-}" ]; then  # the file's run count (its dry run's first line), at most 3
   N=$($PY -m archsep sweep "$FILE" --out "$W/s" --dry-run 2>/dev/null | head -1 | sed -n 's/.*: \([0-9]*\) run(s).*/\1/p')
   WORKERS=$(( ${N:-1} < 3 ? ${N:-1} : 3 ))
@@ -36,19 +35,9 @@ if [ -n "${FROM:-}" ]; then
   $PY -m archsep import "$FROM" --out "$W/s" > "$OUT/import.log" 2>&1 || { cat "$OUT/import.log"; exit 1; }
 fi
 if [ -n "${CKPT:-}" ]; then mkdir -p "$W/s/checkpoints" && cp "$CKPT"/*.pt "$W/s/checkpoints/"; fi
-save() {
-  [ -e "$W/s/archsep.db" ] && $PY -m archsep export "$W/s" --format jsonl -o "$OUT/runs.jsonl.tmp" >/dev/null 2>&1 \
-    && mv "$OUT/runs.jsonl.tmp" "$OUT/runs.jsonl"
-}
 timeout "$T" $PY -m archsep sweep "$FILE" --device "$DEV" --workers "$WK" --no-progress --out "$W/s" \
   > "$OUT/sweep.log" 2>&1 &
-P=$!
-n=0
-while kill -0 $P 2>/dev/null; do
-  sleep 5; n=$((n + 1)); [ $((n % 12)) = 0 ] && save
-done
-wait $P; rc=$?
-save
+watch_runs $! "$W/s" runs.jsonl; rc=$?
 $PY -m archsep status "$W/s" > "$OUT/status.txt" 2>&1
 if ls "$W/s/checkpoints/"*.pt >/dev/null 2>&1; then mkdir -p "$OUT/checkpoints" && cp "$W/s/checkpoints/"*.pt "$OUT/checkpoints/"; fi
 echo "workers $WK; exit $rc" >> "$OUT/sweep.log"
