@@ -118,12 +118,13 @@ def table(out: dict[str, Any]) -> str:
 
 
 # --- its price ---------------------------------------------------------------------------------
-def standing(search: Search, results: dict[str, RunResult]) -> dict[int, tuple[int, list[int], set[int]]]:
+def standing(search: Search, results: dict[str, RunResult], w: Walk | None = None
+             ) -> dict[int, tuple[int, list[int], set[int]]]:
     """What a store's results (run id -> result) already decide, per searched cell: the first
     rung not yet decided, the trials still in the search there (the promoted ones; every rung
     decided: the winner alone, at len(steps)) and those of them that stopped early (their result
-    stands at every later rung: they train no more)."""
-    w = replay(search, results)
+    stands at every later rung: they train no more). `w`: their replay, where made already."""
+    w = replay(search, results) if w is None else w
     out: dict[int, tuple[int, list[int], set[int]]] = {}
     for c, rungs in w.rungs.items():
         if len(rungs) == len(search.steps):
@@ -155,8 +156,9 @@ def price(search: Search, workers: int, finished: set[str], results: dict[str, R
     from .cost import run_seconds, step_costs
 
     cells = search.cells
-    stand = standing(search, results) if results else {}
-    settled = replay(search, results).settled if results else {}  # their other seeds train no more
+    w = replay(search, results) if results else None
+    stand = standing(search, results or {}, w) if w is not None else {}
+    settled = w.settled if w is not None else {}  # their other seeds train no more
     shapes = [search.config(c, t, None) for c, cell in enumerate(cells) for t in range(len(cell.flats))]
     step_costs(shapes, workers=workers)  # each shape timed once (or read from the cache)
 
