@@ -46,7 +46,11 @@ SPAWNS = re.compile(r"\bsubprocess\.(run|Popen|check_output|check_call)\(|\bPope
 def pytest_collection_modifyitems(config, items):
     """A test that starts a process (the CLI in a fresh interpreter, a worker pool, Ray) is
     marked `slow`: `pytest -m "not slow"` is the inner loop, the whole suite the README's
-    command. Read from the test's own source, so a new test is marked without an edit."""
+    command. Read from the test's own source, so a new test is marked without an edit.
+
+    The suite runs in one process per core (pytest-xdist, `addopts` in pyproject.toml); every
+    Ray test goes to one of them (`xdist_group`), so two local clusters never start at once on
+    two cores."""
     for item in items:
         fn = getattr(item, "function", None)
         try:
@@ -55,3 +59,5 @@ def pytest_collection_modifyitems(config, items):
             continue
         if SPAWNS.search(src) or item.get_closest_marker("ray"):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.xdist_group("ray"))
