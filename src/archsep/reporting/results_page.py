@@ -272,7 +272,8 @@ def protocol_claims(root: Path, link: str) -> list[str]:
 
 # index lookup's arms under each protocol, family by family: the folders of its scales, in order
 LOOKUP = (("lookup-fig2-cpu", "same size (width 64)"), ("lookup-fig2-search", "the paper's search"),
-          ("lookup-fig2-search-steps", "the paper's search, to 250k steps"))
+          ("lookup-fig2-search-steps", "the paper's search, to 250k steps"),
+          ("lookup-fig2-search-paper", "the paper's search, its bounds"))
 
 
 def _family(label: str) -> str:
