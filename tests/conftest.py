@@ -57,7 +57,8 @@ def pytest_collection_modifyitems(config, items):
             src = inspect.getsource(fn) if fn is not None else ""
         except (OSError, TypeError):
             continue
-        if SPAWNS.search(src) or item.get_closest_marker("ray"):
+        ray = item.get_closest_marker("ray") is not None
+        if SPAWNS.search(src) or ray:
             item.add_marker(pytest.mark.slow)
-        if item.get_closest_marker("ray"):
+        if ray:
             item.add_marker(pytest.mark.xdist_group("ray"))
