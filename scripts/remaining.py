@@ -23,8 +23,6 @@ from pathlib import Path
 QUEUE = [
     ("lookup search-steps, the LSTM at N = 100 (issue 52)",
      "sweep docs/results/lookup-search-calibration/search-steps-lstm-n100.toml", "lss100"),
-    ("lookup search-paper, DSS at N = 20 (issue 52)",
-     "sweep docs/results/lookup-search-calibration/search-paper-dss-n20.toml", "dss-paper20"),
     ("nearest neighbour, state (issue 54)", "reproduce nn-fig --scale state", "nn-state20"),
     ("lookup search, N = 200 (issue 52)", "reproduce lookup-fig2 --scale search --at 200", "lookup-fig2-search"),
     ("mamba-width search, N = 20 (issue 52)", "reproduce mamba-width --scale search --at 20", "mamba-width-search"),
