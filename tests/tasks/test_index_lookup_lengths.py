@@ -122,11 +122,11 @@ def test_variable_and_fixed_run_ids_are_unchanged():
     assert ids == {"variable": "e0dbf67b9b62d5d9", "fixed": "cf1c93ee5908a9ec"}
 
 
-def test_bad_train_lengths_lists_all_three_values():
+def test_bad_train_lengths_lists_every_value():
     with pytest.raises(ArchsepError, match="train_lengths") as e:
         IndexLookup(train_lengths="sometimes")  # type: ignore[arg-type]
     msg = str(e.value)
-    assert "'variable'" in msg and "'fixed'" in msg and "'per-example'" in msg
+    assert all(f"'{v}'" in msg for v in ("variable", "fixed", "per-example", "per-example-right"))
     with pytest.raises(ArchsepError, match="train_lengths"):
         make_task("index-lookup", train_lengths="per_example")
 

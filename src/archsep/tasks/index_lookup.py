@@ -19,7 +19,17 @@ Lengths (`train_lengths`):
   No attention mask: a model sees the pads as tokens, and s_p sits at position N - k + p - 1
   (0-based), not p - 1: finding it by position needs k, a count of the pads (with learned
   positions every arm tried lost the task this way: docs/results/lookup-diagnostics/).
-`sample_test` (held-out, validation and test sets) always uses k = N (no pads).
+- "per-example-right": each example its own k as above, but padded on the RIGHT, after the
+  query, to N + 1 positions with the same pad token, and the label read at the query (readout
+  "mask", the query's position only), so s_p sits at position p - 1 and at lag k + 1 - p from
+  the query, as under one k per batch, and a causal model never sees a pad:
+
+    x = 55 32 31 [p=2] [pad] [pad]   (N = 5, k = 3: ids 55 32 31 65 69 69)  ->  32 at position 3
+
+  Examples drawn as "variable" draws them, only the ks of one batch independent (a diagnostic
+  of issue 52; a Transformer is not pruned to its last position under it, so its steps cost more).
+`sample_test` (held-out, validation and test sets) always uses k = N (no pads; under
+"per-example-right" in its masked form, the query last).
 
 Trivial baselines (`trivial_baselines`): the constant (1/vocab), and "sequence-mode": ignore the
 query and predict the most frequent symbol of s_1..s_k (the smallest id among equally frequent
@@ -50,15 +60,15 @@ def draw_length(lo: int, hi: int, generator: torch.Generator, step: int = 1) -> 
 class IndexLookup(ClassificationTask):
     N: int = 100  # evaluation length (symbols); the longest training length
     vocab: int = 64  # symbol alphabet
-    train_lengths: Literal["variable", "fixed", "per-example"] = "variable"
+    train_lengths: Literal["variable", "fixed", "per-example", "per-example-right"] = "variable"
     min_length: int = 10  # shortest training length when variable or per-example (clipped to N)
     seed: int = 0  # unused: the task has no hidden randomness
 
     def __post_init__(self) -> None:
         check(self.N >= 1, "N", f"must be >= 1, got {self.N}")
         check(self.vocab >= 2, "vocab", f"must be >= 2, got {self.vocab}")
-        check(self.train_lengths in ("variable", "fixed", "per-example"), "train_lengths",
-              f"must be 'variable', 'fixed' or 'per-example', got {self.train_lengths!r}")
+        check(self.train_lengths in _LENGTHS, "train_lengths",
+              f"must be one of {', '.join(repr(v) for v in _LENGTHS)}, got {self.train_lengths!r}")
         check(self.min_length >= 1, "min_length", f"must be >= 1, got {self.min_length}")
 
     @property
@@ -68,8 +78,10 @@ class IndexLookup(ClassificationTask):
 
     @property
     def spec(self) -> TaskSpec:
-        extra = 1 if self.train_lengths == "per-example" else 0  # the pad token, only where used
-        return TaskSpec("tokens", self.vocab + self.N + extra, self.N + 1, self.vocab, "last")
+        padded = self.train_lengths.startswith("per-example")
+        extra = 1 if padded else 0  # the pad token, only where used
+        readout: Literal["mask", "last"] = "mask" if self.train_lengths == "per-example-right" else "last"
+        return TaskSpec("tokens", self.vocab + self.N + extra, self.N + 1, self.vocab, readout)
 
     @property
     def chance_accuracy(self) -> float:
@@ -99,18 +111,23 @@ class IndexLookup(ClassificationTask):
         """Accuracy on n `sample_test` examples (k = N) of "constant" (the most frequent label)
         and "sequence-mode" (`sequence_mode`)."""
         b = self.sample_test(n, generator)
-        return {"constant": self.constant_accuracy(b),
-                "sequence-mode": self.label_accuracy(self.sequence_mode(b.x, self.vocab), b)}
+        mode = self.sequence_mode(b.x, self.vocab)  # (B,): the label of the last position
+        if b.mask is not None:  # "per-example-right": (B, L), read at the mask (the last position)
+            mode = mode.unsqueeze(1).expand_as(b.y)
+        return {"constant": self.constant_accuracy(b), "sequence-mode": self.label_accuracy(mode, b)}
 
     def sample(self, n: int, generator: torch.Generator) -> Batch:
         if self.train_lengths == "fixed":
             return self.sample_length(n, self.N, generator)
         if self.train_lengths == "per-example":
             return self.sample_per_example(n, generator)
+        if self.train_lengths == "per-example-right":
+            return self.sample_per_example_right(n, generator)
         return self.sample_length(n, draw_length(min(self.min_length, self.N), self.N, generator), generator)
 
     def sample_test(self, n: int, generator: torch.Generator) -> Batch:
-        return self.sample_length(n, self.N, generator)
+        b = self.sample_length(n, self.N, generator)
+        return _masked_at_last(b) if self.train_lengths == "per-example-right" else b
 
     def sample_length(self, n: int, k: int, generator: torch.Generator) -> Batch:
         check(1 <= k <= self.N, "k", f"must be in [1, N={self.N}], got {k}")
@@ -135,3 +152,33 @@ class IndexLookup(ClassificationTask):
         x = torch.cat([s, (self.vocab + p).unsqueeze(1)], dim=1)
         y = s.gather(1, (first + p).unsqueeze(1)).squeeze(1)
         return Batch(x, y, tuples=p.unsqueeze(1))
+
+    def sample_per_example_right(self, n: int, generator: torch.Generator) -> Batch:
+        """n examples, each with its own k uniform over {min(min_length, N)..N}: s_1..s_k, the
+        query at position k, then `pad` to N + 1 positions. x (n, N+1); y (n, N+1) holding s_p at
+        the query's position, where `mask` alone is True; tuples the 0-based p."""
+        dev, N = generator.device, self.N
+        k = torch.randint(min(self.min_length, N), N + 1, (n,), generator=generator, device=dev)
+        s = torch.randint(0, self.vocab, (n, N), generator=generator, device=dev)
+        p = (torch.rand(n, generator=generator, device=dev, dtype=torch.float64) * k).long().clamp_(max=k - 1)
+        slots = torch.arange(N + 1, device=dev).expand(n, N + 1)
+        q = k.unsqueeze(1)                                 # (n, 1): the query's position
+        x = torch.cat([s, s[:, :1]], dim=1)                # (n, N+1), the last column overwritten below
+        x = torch.where(slots < q, x, torch.where(slots == q, self.vocab + p.unsqueeze(1), self.pad))
+        mask = slots == q
+        y = torch.where(mask, s.gather(1, p.unsqueeze(1)), 0)
+        return Batch(x, y, mask=mask, tuples=p.unsqueeze(1))
+
+
+_LENGTHS = ("variable", "fixed", "per-example", "per-example-right")
+
+
+def _masked_at_last(b: Batch) -> Batch:
+    """A last-position batch (y (n,)) in the masked form: y (n, L) with the label at the last
+    position, where the mask alone is True."""
+    n, L = b.x.shape
+    mask = torch.zeros(n, L, dtype=torch.bool, device=b.x.device)
+    mask[:, -1] = True
+    y = torch.zeros(n, L, dtype=b.y.dtype, device=b.x.device)
+    y[:, -1] = b.y
+    return Batch(b.x, y, mask=mask, tuples=b.tuples)
