@@ -72,10 +72,18 @@ def main() -> None:
     print("| what | command | this machine, core-hours at worst | estimate | one H100, hours (modelled) |")
     print("|---|---|---|---|---|")
     any_loaded = False
+    sums = [0.0, 0.0]  # the worst, the estimates (a row without one: its worst)
     for what, args, store in QUEUE:
         worst, est, gpu, loaded = price(args, a.runs / store)
         any_loaded |= loaded
         print(f"| {what} | `archsep {args}` | {cell(worst)} | {cell(est)} | {cell(gpu)} |")
+        sums[0] += worst or 0.0
+        sums[1] += (est if est is not None else worst) or 0.0
+    per_session = 2 * 3.0  # two cores for a session's 180 minutes, at most
+    print(f"\nIn all: {sums[0]:.1f} core-hours at worst, {sums[1]:.1f} at the estimates (a row without one "
+          f"counted at its worst). A session gives at most {per_session:.0f} core-hours (two cores, 180 "
+          f"minutes): at least {sums[1] / per_session:.0f} sessions at the estimates, {sums[0] / per_session:.0f} "
+          "at worst, on these machines alone.")
     print("\nOn a lent GPU first (its 15 minutes of device time; each command brings its runs back as JSON lines):\n")
     print("| what | device command | one H100, hours (modelled) | the same runs on this machine, core-hours at worst |")
     print("|---|---|---|---|")
