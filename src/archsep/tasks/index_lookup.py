@@ -40,7 +40,7 @@ about 7% at N = 50, 5% at N = 100, 4% at N = 200), falling towards 1/vocab as N 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 
@@ -55,12 +55,16 @@ def draw_length(lo: int, hi: int, generator: torch.Generator, step: int = 1) -> 
     return lo + step * int(torch.randint(0, choices, (1,), generator=generator, device=generator.device))
 
 
+Lengths = Literal["variable", "fixed", "per-example", "per-example-right"]
+_LENGTHS = get_args(Lengths)
+
+
 @TASKS.register("index-lookup")
 @dataclass(frozen=True)
 class IndexLookup(ClassificationTask):
     N: int = 100  # evaluation length (symbols); the longest training length
     vocab: int = 64  # symbol alphabet
-    train_lengths: Literal["variable", "fixed", "per-example", "per-example-right"] = "variable"
+    train_lengths: Lengths = "variable"
     min_length: int = 10  # shortest training length when variable or per-example (clipped to N)
     seed: int = 0  # unused: the task has no hidden randomness
 
@@ -138,14 +142,20 @@ class IndexLookup(ClassificationTask):
         y = s.gather(1, p.unsqueeze(1)).squeeze(1)
         return Batch(x, y, tuples=p.unsqueeze(1))
 
-    def sample_per_example(self, n: int, generator: torch.Generator) -> Batch:
-        """n examples, each with its own k uniform over {min(min_length, N)..N}, left-padded with
-        `pad` to N symbols: x (n, N+1), the query last; tuples the 0-based p within the symbols."""
+    def _draw_per_example(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+        """Both per-example forms' draws, in this order: k (n,) uniform over {min(min_length, N)..N},
+        the symbols s (n, N) (an example uses its first k), the 0-based p (n,) uniform below k."""
         dev, N = generator.device, self.N
         k = torch.randint(min(self.min_length, N), N + 1, (n,), generator=generator, device=dev)
         s = torch.randint(0, self.vocab, (n, N), generator=generator, device=dev)
         u = torch.rand(n, generator=generator, device=dev, dtype=torch.float64)  # as the committed runs drew it
-        p = (u * k).long().clamp_(max=k - 1)  # uniform over {0..k-1}, per example
+        return k, s, (u * k).long().clamp_(max=k - 1)
+
+    def sample_per_example(self, n: int, generator: torch.Generator) -> Batch:
+        """n examples, each with its own k uniform over {min(min_length, N)..N}, left-padded with
+        `pad` to N symbols: x (n, N+1), the query last; tuples the 0-based p within the symbols."""
+        dev, N = generator.device, self.N
+        k, s, p = self._draw_per_example(n, generator)
         first = N - k  # slot of s_1
         slots = torch.arange(N, device=dev).expand(n, N)
         s = torch.where(slots < first.unsqueeze(1), self.pad, s)
@@ -158,9 +168,7 @@ class IndexLookup(ClassificationTask):
         query at position k, then `pad` to N + 1 positions. x (n, N+1); y (n, N+1) holding s_p at
         the query's position, where `mask` alone is True; tuples the 0-based p."""
         dev, N = generator.device, self.N
-        k = torch.randint(min(self.min_length, N), N + 1, (n,), generator=generator, device=dev)
-        s = torch.randint(0, self.vocab, (n, N), generator=generator, device=dev)
-        p = (torch.rand(n, generator=generator, device=dev, dtype=torch.float64) * k).long().clamp_(max=k - 1)
+        k, s, p = self._draw_per_example(n, generator)
         slots = torch.arange(N + 1, device=dev).expand(n, N + 1)
         q = k.unsqueeze(1)                                 # (n, 1): the query's position
         x = torch.cat([s, s[:, :1]], dim=1)                # (n, N+1), the last column overwritten below
@@ -168,9 +176,6 @@ class IndexLookup(ClassificationTask):
         mask = slots == q
         y = torch.where(mask, s.gather(1, p.unsqueeze(1)), 0)
         return Batch(x, y, mask=mask, tuples=p.unsqueeze(1))
-
-
-_LENGTHS = ("variable", "fixed", "per-example", "per-example-right")
 
 
 def _masked_at_last(b: Batch) -> Batch:
