@@ -141,6 +141,25 @@ def test_the_lookup_search_steps_scale_goes_on_from_the_searchs_own_runs():
             assert set(run_ids) <= set(ids(steps, range(5))[label]), (name, label)
 
 
+def test_the_lookup_search_ties_scale_is_the_search_with_ties_over_the_same_runs():
+    """search-ties is the search with ties: the same families, trials and rungs, so every run of
+    the untied walk is a run of the tied one (same ids: a store holding the search trains only what
+    ties add), and its promotions keep any trial within TIE standard errors of the last kept one."""
+    from archsep.experiments.size_search import TIE, search_sweep
+
+    def ids(s):
+        return {s.cells[c].label: [s.config(c, t, r).run_id for t in range(len(s.cells[c].flats))
+                                   for r in range(len(s.steps))] for c in range(len(s.cells))}
+
+    for N in (20, 100):
+        search = search_sweep("lookup-fig2", "search", LookupFig2.search, [N]).search
+        ties = search_sweep("lookup-fig2", "search-ties", LookupFig2.search_ties, [N]).search
+        assert search.tie == 0 and ties.tie == TIE > 0
+        assert (ties.steps, ties.keep, ties.trials) == (search.steps, search.keep, search.trials)
+        assert ids(ties) == ids(search)
+    assert LookupFig2.search_ties.families == LookupFig2.search.families
+
+
 def _search_claims(preset: str, acc: dict, extra: dict | None = None, Ns=(20, 50, 100, 200, 400),
                    test: str = "type-swaps", base: float = 0.95, missing: tuple = (),
                    seeds: dict | None = None) -> dict:
