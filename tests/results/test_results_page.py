@@ -99,14 +99,18 @@ def test_the_protocol_blocks_list_each_transformer_vs_recurrent_claim_with_its_v
          "values": {"N": 50, "LSTM": 0.99, "TF-(1,64)": 0.9, "protocol": "the paper's search"}},
         {"kind": "ordering", "held": None, "values": {"protocol": "same size"},  # a quoted control before the claim
          "text": "[same size] no verdict: a control did not hold (and a Transformer trains at N=100: N=100: TF-(2,64) "
-                 "above the baseline (95.2%): mean 51.9%); N=100: TF-(1,64) below Mamba-64: 51.3% vs 98.9%"}]
+                 "above the baseline (95.2%): mean 51.9%); N=100: TF-(1,64) below Mamba-64: 51.3% vs 98.9%"},
+        {"kind": "ordering", "held": None, "values": {"protocol": "the paper's search"},  # a cell not run yet
+         "text": "[the paper's search] no verdict (fewer than 2 seeds): N=100: Mamba below TF-(1,64): n/a "
+                 "(upper end n/a) vs 96.4% (lower end 93.6%)"}]
     (folder / "summary.json").write_text(json.dumps(d))
     got = versus_claims(tmp_path)
     assert [(c["protocol"], c["N"], c["worse"], c["better"], c["verdict"], c["why"]) for c in got] == [
         ("same size", 100, "LSTM-64", "TF-(1,64)", "no verdict", "LSTM-64 did not train here (control: x)"),
         ("the paper's search", 50, "TF-(1,64)", "LSTM", "did not hold", ""),
         ("same size", 100, "TF-(1,64)", "Mamba-64", "no verdict", "a control did not hold (and a Transformer trains at "
-         "N=100: N=100: TF-(2,64) above the baseline (95.2%): mean 51.9%)")]
+         "N=100: N=100: TF-(2,64) above the baseline (95.2%): mean 51.9%)"),
+        ("the paper's search", 100, "Mamba", "TF-(1,64)", "no verdict", "fewer than 2 seeds")]
     doc = "docs/paper_a.md"
     text = with_block(f"before\n{BEGIN.format('protocol-claims')}\nSTALE ROW\n{END.format('protocol-claims')}\nafter\n",
                       tmp_path, doc)
