@@ -21,10 +21,6 @@ from pathlib import Path
 # (what, the archsep command's arguments, the store under --runs), in the order the two cores run
 # them (docs/results/in-flight/README.md)
 QUEUE = [
-    ("lookup search-steps, the LSTM at N = 100 (issue 52)",
-     "sweep docs/results/lookup-search-calibration/search-steps-lstm-n100.toml", "lss100"),
-    ("lookup search with ties, N = 20 (issue 52)", "reproduce lookup-fig2 --scale search-ties --at 20",
-     "lookup-search-ties"),
     ("lookup search with ties, N = 100 (issue 52)", "reproduce lookup-fig2 --scale search-ties --at 100",
      "lookup-search-ties"),
     ("lookup search, N = 200 (issue 52)", "reproduce lookup-fig2 --scale search --at 200", "lookup-fig2-search"),
@@ -38,10 +34,9 @@ QUEUE = [
 # what a session with a lent GPU runs first (scripts/device/): (what, the dry run's arguments, the
 # store it is priced against, the device command); its runs imported into that store spare the cores
 GPU_FIRST = [
-    ("the LSTM's N = 100 winner's seeds 1 and 2 and TF-(1,64)'s three seeds, 250k steps each (issue 52; "
-     "import its runs.jsonl into lss100)",
-     "sweep docs/results/lookup-search-calibration/winners-lstm-n100.toml", "lss100",
-     "FILE=docs/results/lookup-search-calibration/winners-lstm-n100.toml bash scripts/device/sweep_file.sh 540"),
+    ("lookup search, N = 200 (issue 52; import its search.jsonl into lookup-fig2-search)",
+     "reproduce lookup-fig2 --scale search --at 200", "lookup-fig2-search",
+     "AT=200 FROM=docs/results/lookup-fig2-search/runs.jsonl bash scripts/device/lookup_search.sh 540"),
 ]
 TOTAL = re.compile(r"total: .*?\(([\d.]+) (h|min) of one core\); on one H100 \(modelled\) about ([\d.]+) (h|min|s)")
 ESTIMATE = re.compile(r"estimate: .*?\(([\d.]+) (h|min) of one core\)")
