@@ -1,6 +1,6 @@
 """Carry a store's runs in flight into docs/results/in-flight/ (docs/results/in-flight/README.md):
 its finished runs that no committed file holds, one JSON line each, into FILE, and the checkpoints
-of its runs in progress (and, with --ends, its kept ends) into DIR.
+of its runs in progress (and, with --ends, the kept ends a run still to come goes on from) into DIR.
 
     .venv/bin/python scripts/carry.py STORE FILE [--committed F ...] [--checkpoints DIR] [--ends]
 
@@ -9,15 +9,26 @@ any run a committed file now holds, and gains the store's other runs at its end,
 changes only what changed. DIR's `.pt` files become the store's (a finished run's checkpoint is
 gone from the store, so from DIR too); one over --max-mb is left out and named. Every file is
 written whole (a temporary file beside it, renamed), never through a link.
+
+With --ends, an end (OUT/checkpoints/ends/<prefix>-<step>.pt: engine/checkpoint.py) is carried only
+while a run may still go on from it (`end_wanted`): a planned, unfinished run of its prefix with a
+larger budget, or a search's trial whose next rung is not planned yet. An end at a search's last
+rung, one whose trial the next rung did not promote and one a larger finished run has used are left
+out; an end no planned run names is carried (nothing says it is dead).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
+import tomllib
 from pathlib import Path
+from typing import Callable
 
+from archsep.config import RunConfig
+from archsep.engine.checkpoint import prefix_key
 from archsep.errors import ArchsepError, printable
 from archsep.fileio import atomic_write
 from archsep.registry import reading
@@ -38,13 +49,63 @@ def carried_lines(old: list[str], store_lines: list[str], committed: set[str]) -
     return keep + [line for line in store_lines if json.loads(line)["run_id"] not in have]
 
 
-def mirror(src: Path, dest: Path, max_bytes: int) -> tuple[list[str], list[str]]:
-    """Make `dest`'s `.pt` files those of `src` (at most `max_bytes` each); returns the names
-    copied and those left out as too large."""
+RUNG = re.compile(r"^(.*)\.rung(\d+)$")
+END = re.compile(r"^([0-9a-f]{20})-(\d+)\.pt$")
+
+
+def _rungs(source: str) -> int | None:
+    """How many rungs a sweep file's search has (None: no search, or a source that does not read)."""
+    try:
+        steps = tomllib.loads(source).get("search", {}).get("steps")
+    except (tomllib.TOMLDecodeError, AttributeError):
+        return None
+    return len(steps) if isinstance(steps, list) else None
+
+
+def end_wanted(store) -> Callable[[str], bool]:
+    """Whether the end named `name` may still be gone on from, by the store's planned runs."""
+    finished = store.finished_ids()
+    sweeps = {s["sweep_id"]: s for s in store.sweeps()}
+    names = {s["name"] for s in sweeps.values()}
+    runs: dict[str, list[tuple[int, bool, str]]] = {}  # prefix -> (steps, finished, sweep name)
+    for row in store.planned():
+        try:
+            cfg = RunConfig.from_dict(json.loads(row["config"]))
+        except (ArchsepError, ValueError, TypeError, KeyError):
+            continue
+        steps = cfg.train.budget // cfg.train.batch_size
+        runs.setdefault(prefix_key(cfg), []).append((steps, row["run_id"] in finished, sweeps[row["sweep_id"]]["name"]
+                                                     if row["sweep_id"] in sweeps else ""))
+
+    def wanted(name: str) -> bool:
+        m = END.match(name)
+        if not m or m.group(1) not in runs:
+            return True
+        step, mine = int(m.group(2)), runs[m.group(1)]
+        longer = [done for steps, done, _ in mine if steps > step]
+        if longer:
+            return not all(longer)
+        for steps, _, sweep in mine:
+            r = RUNG.match(sweep)
+            if steps != step or not r:
+                continue
+            src = next((s["source"] for s in sweeps.values() if s["name"] == sweep), "")
+            if _rungs(src) == int(r.group(2)) or f"{r.group(1)}.rung{int(r.group(2)) + 1}" in names:
+                return False  # the last rung, or a next rung that did not promote it
+        return True
+
+    return wanted
+
+
+def mirror(src: Path, dest: Path, max_bytes: int, keep: Callable[[str], bool] = lambda name: True
+           ) -> tuple[list[str], list[str]]:
+    """Make `dest`'s `.pt` files those of `src` that `keep` names (at most `max_bytes` each);
+    returns the names copied and those left out as too large."""
     dest.mkdir(parents=True, exist_ok=True)
     if dest.is_symlink():
         raise ArchsepError.at("--checkpoints", f"'{dest}' is a symbolic link; nothing is written through links")
-    here = {p.name: p for p in sorted(src.glob("*.pt")) if p.is_file() and not p.is_symlink()} if src.is_dir() else {}
+    here = {p.name: p for p in sorted(src.glob("*.pt"))
+            if p.is_file() and not p.is_symlink() and keep(p.name)} if src.is_dir() else {}
     copied, too_big = [], []
     for name, p in here.items():
         if p.stat().st_size > max_bytes:
@@ -82,16 +143,18 @@ def main(argv: list[str] | None = None) -> int:
             run_ids(a.file)  # its own lines checked before any is kept
         with reading(), open_store(a.store, create=False) as store:
             lines = dump_lines(store)
+            wanted = end_wanted(store)
         out = carried_lines(old, lines, committed)
         atomic_write(a.file, "".join(line + "\n" for line in out), "file", example="runs.jsonl")
         print(f"{a.file}: {len(out)} run(s) ({len(out) - len(old)} more than before)")
         if a.checkpoints:
             max_bytes = int(a.max_mb * 2**20)
-            parts = [(a.store / "checkpoints", a.checkpoints)]
+            parts: list[tuple[Path, Path, Callable[[str], bool]]] = [(a.store / "checkpoints", a.checkpoints,
+                                                                        lambda name: True)]
             if a.ends:
-                parts.append((a.store / "checkpoints" / "ends", a.checkpoints / "ends"))
-            for src, dest in parts:
-                copied, too_big = mirror(src, dest, max_bytes)
+                parts.append((a.store / "checkpoints" / "ends", a.checkpoints / "ends", wanted))
+            for src, dest, keep in parts:
+                copied, too_big = mirror(src, dest, max_bytes, keep)
                 print(f"{dest}: {len(copied)} checkpoint(s)" + (f"; over {a.max_mb:g} MB, left out: "
                                                               f"{', '.join(too_big)}" if too_big else ""))
     except ArchsepError as e:

@@ -88,3 +88,54 @@ def test_a_carry_never_writes_through_a_link_nor_keeps_a_damaged_file(tmp_path, 
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert _carry()([str(tmp_path / "nostore"), str(tmp_path / "x.jsonl")]) == 2
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_with_ends_a_carry_takes_only_the_ends_a_run_still_to_come_goes_on_from(tmp_path):
+    """A two-rung search (1k, 4k steps): trial A promoted (its 4k run finished), B promoted (its 4k run
+    still to come), C not promoted; and a three-rung search whose trial E is at rung 1, its rung 2
+    not planned yet."""
+    from archsep.config import RunConfig
+    from archsep.engine.checkpoint import prefix_key
+
+    row = json.loads(RUNS.read_text().splitlines()[0])  # a finished run: trial A's 4k run
+    a4 = json.loads(row["config"])
+    def at(cfg: dict, steps: int, lr: float | None = None) -> dict:
+        c = json.loads(json.dumps(cfg))
+        c["train"]["budget"] = steps * c["train"]["batch_size"]
+        if lr is not None:
+            c["train"]["lr"] = lr
+        return c
+    a4 = at(a4, 4000)
+    row["config"] = json.dumps(a4, sort_keys=True)
+    row["run_id"] = RunConfig.from_dict(a4).run_id
+    row["samples"] = min(row["samples"], 4000 * 64)
+    trials = {"A": a4["train"]["lr"], "B": 1e-4, "C": 3e-4, "E": 1e-2}
+    cfg = {t: {s: at(a4, s, lr) for s in (1000, 4000)} for t, lr in trials.items()}
+    rid = {t: {s: RunConfig.from_dict(c).run_id for s, c in v.items()} for t, v in cfg.items()}
+    key = {t: prefix_key(RunConfig.from_dict(v[1000])) for t, v in cfg.items()}
+    src = tmp_path / "src.jsonl"
+    src.write_text(json.dumps(row) + "\n")
+    store_dir = tmp_path / "store"
+    two = '[search]\nsteps = [1000, 4000]\n'
+    three = '[search]\nsteps = [1000, 4000, 16000]\n'
+    with open_store(store_dir) as store:
+        import_rows(store, read_rows(src))
+        store.register_sweep("s1", "s.rung1", two, [(rid[t][1000], cfg[t][1000]) for t in "ABC"])
+        store.register_sweep("s2", "s.rung2", two, [(rid[t][4000], cfg[t][4000]) for t in "AB"])
+        store.register_sweep("e1", "e.rung1", three, [(rid["E"][1000], cfg["E"][1000])])
+    assert rid["A"][4000] == row["run_id"]
+    ends = store_dir / "checkpoints" / "ends"
+    ends.mkdir(parents=True)
+    names = {f"{key['A']}-1000.pt": False,  # A's 4k run, the one that went on from it, is finished
+             f"{key['A']}-4000.pt": False,  # the last rung's end: nothing goes beyond
+             f"{key['B']}-1000.pt": True,  # B's 4k run is still to come
+             f"{key['C']}-1000.pt": False,  # rung 2 did not promote C
+             f"{key['E']}-1000.pt": True,  # rung 2 not planned yet: E may be promoted
+             f"{'0' * 20}-1000.pt": True}  # no planned run names it: carried
+    for n in names:
+        (ends / n).write_bytes(b"e")
+    dest = tmp_path / "ck"
+    carried = tmp_path / "carried.jsonl"
+    assert _carry()([str(store_dir), str(carried), "--checkpoints", str(dest), "--ends"]) == 0
+    assert sorted(p.name for p in (dest / "ends").glob("*.pt")) == sorted(n for n, k in names.items() if k)
+    assert _ids(carried) == [row["run_id"]]
