@@ -53,13 +53,13 @@ RUNG = re.compile(r"^(.*)\.rung(\d+)$")
 END = re.compile(r"^([0-9a-f]{20})-(\d+)\.pt$")
 
 
-def _rungs(source: str) -> int | None:
-    """How many rungs a sweep file's search has (None: no search, or a source that does not read)."""
+def _rungs(source: str) -> list[int]:
+    """A sweep file's search's rung steps ([]: no search, or a source that does not read)."""
     try:
         steps = tomllib.loads(source).get("search", {}).get("steps")
     except (tomllib.TOMLDecodeError, AttributeError):
-        return None
-    return len(steps) if isinstance(steps, list) else None
+        return []
+    return [int(x) for x in steps if isinstance(x, int)] if isinstance(steps, list) else []
 
 
 def end_wanted(store) -> Callable[[str], bool]:
@@ -86,12 +86,14 @@ def end_wanted(store) -> Callable[[str], bool]:
         if longer:
             return not all(longer)
         for steps, _, sweep in mine:
-            r = RUNG.match(sweep)
-            if steps != step or not r:
+            if steps != step:
                 continue
-            src = next((s["source"] for s in sweeps.values() if s["name"] == sweep), "")
-            if _rungs(src) == int(r.group(2)) or f"{r.group(1)}.rung{int(r.group(2)) + 1}" in names:
-                return False  # the last rung, or a next rung that did not promote it
+            rungs = _rungs(next((s["source"] for s in sweeps.values() if s["name"] == sweep), ""))
+            if rungs and step >= max(rungs):
+                return False  # the last rung's budget (a winner's seeds too): nothing goes beyond
+            r = RUNG.match(sweep)
+            if r and f"{r.group(1)}.rung{int(r.group(2)) + 1}" in names:
+                return False  # a next rung that did not promote it
         return True
 
     return wanted

@@ -123,6 +123,9 @@ def test_with_ends_a_carry_takes_only_the_ends_a_run_still_to_come_goes_on_from(
         store.register_sweep("s1", "s.rung1", two, [(rid[t][1000], cfg[t][1000]) for t in "ABC"])
         store.register_sweep("s2", "s.rung2", two, [(rid[t][4000], cfg[t][4000]) for t in "AB"])
         store.register_sweep("e1", "e.rung1", three, [(rid["E"][1000], cfg["E"][1000])])
+        seed = at(a4, 4000, 1e-4)
+        seed["seed"] = 1  # trial B's winner's seed 1 at the last rung's budget
+        store.register_sweep("sw", "s.winners", two, [(RunConfig.from_dict(seed).run_id, seed)])
     assert rid["A"][4000] == row["run_id"]
     ends = store_dir / "checkpoints" / "ends"
     ends.mkdir(parents=True)
@@ -131,7 +134,8 @@ def test_with_ends_a_carry_takes_only_the_ends_a_run_still_to_come_goes_on_from(
              f"{key['B']}-1000.pt": True,  # B's 4k run is still to come
              f"{key['C']}-1000.pt": False,  # rung 2 did not promote C
              f"{key['E']}-1000.pt": True,  # rung 2 not planned yet: E may be promoted
-             f"{'0' * 20}-1000.pt": True}  # no planned run names it: carried
+             f"{'0' * 20}-1000.pt": True,  # no planned run names it: carried
+             f"{prefix_key(RunConfig.from_dict(seed))}-4000.pt": False}  # a winner's seed's end
     for n in names:
         (ends / n).write_bytes(b"e")
     dest = tmp_path / "ck"
