@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from archsep.config import RunConfig
-from archsep.engine.checkpoint import prefix_key
+from archsep.engine.checkpoint import end_name, prefix_key
 from archsep.errors import ArchsepError, printable
 from archsep.fileio import atomic_write
 from archsep.registry import reading
@@ -49,8 +49,7 @@ def carried_lines(old: list[str], store_lines: list[str], committed: set[str]) -
     return keep + [line for line in store_lines if json.loads(line)["run_id"] not in have]
 
 
-RUNG = re.compile(r"^(.*)\.rung(\d+)$")
-END = re.compile(r"^([0-9a-f]{20})-(\d+)\.pt$")
+RUNG = re.compile(r"^(.*)\.rung(\d+)$")  # a search's rung sweep (runs/search.py `_rung_sweep`)
 
 
 def _rungs(source: str) -> list[int]:
@@ -65,30 +64,29 @@ def _rungs(source: str) -> list[int]:
 def end_wanted(store) -> Callable[[str], bool]:
     """Whether the end named `name` may still be gone on from, by the store's planned runs."""
     finished = store.finished_ids()
-    sweeps = {s["sweep_id"]: s for s in store.sweeps()}
-    names = {s["name"] for s in sweeps.values()}
-    runs: dict[str, list[tuple[int, bool, str]]] = {}  # prefix -> (steps, finished, sweep name)
+    sweeps = {s["sweep_id"]: (s["name"], _rungs(s["source"])) for s in store.sweeps()}
+    names = {name for name, _ in sweeps.values()}
+    runs: dict[str, list[tuple[int, bool, str, list[int]]]] = {}  # prefix -> (steps, finished, sweep, rungs)
     for row in store.planned():
         try:
             cfg = RunConfig.from_dict(json.loads(row["config"]))
         except (ArchsepError, ValueError, TypeError, KeyError):
             continue
-        steps = cfg.train.budget // cfg.train.batch_size
-        runs.setdefault(prefix_key(cfg), []).append((steps, row["run_id"] in finished, sweeps[row["sweep_id"]]["name"]
-                                                     if row["sweep_id"] in sweeps else ""))
+        sweep, rungs = sweeps.get(row["sweep_id"], ("", []))
+        runs.setdefault(prefix_key(cfg), []).append((cfg.train.budget // cfg.train.batch_size,
+                                                     row["run_id"] in finished, sweep, rungs))
 
     def wanted(name: str) -> bool:
-        m = END.match(name)
-        if not m or m.group(1) not in runs:
+        end = end_name(name)
+        if not end or end[0] not in runs:
             return True
-        step, mine = int(m.group(2)), runs[m.group(1)]
-        longer = [done for steps, done, _ in mine if steps > step]
+        step, mine = end[1], runs[end[0]]
+        longer = [done for steps, done, _, _ in mine if steps > step]
         if longer:
             return not all(longer)
-        for steps, _, sweep in mine:
+        for steps, _, sweep, rungs in mine:
             if steps != step:
                 continue
-            rungs = _rungs(next((s["source"] for s in sweeps.values() if s["name"] == sweep), ""))
             if rungs and step >= max(rungs):
                 return False  # the last rung's budget (a winner's seeds too): nothing goes beyond
             r = RUNG.match(sweep)

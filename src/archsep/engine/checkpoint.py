@@ -163,6 +163,12 @@ def save_end(ck: Checkpoints, cfg: RunConfig, step: int, state: dict[str, Any]) 
     return True
 
 
+def end_name(name: str) -> tuple[str, int] | None:
+    """(prefix key, step) of a kept end's file name `<prefix key>-<step>.pt`, or None."""
+    key, _, tail = name[:-3].rpartition("-") if name.endswith(".pt") else ("", "", "")
+    return (key, int(tail)) if key and tail.isascii() and tail.isdigit() else None
+
+
 def _end_steps(ck: Checkpoints, cfg: RunConfig) -> list[int]:
     """The steps of the kept ends of `cfg`'s prefix, below its own budget, longest first."""
     d = Path(ck.dir) / ENDS
@@ -171,9 +177,9 @@ def _end_steps(ck: Checkpoints, cfg: RunConfig) -> list[int]:
     key, top = prefix_key(cfg), cfg.train.budget // cfg.train.batch_size
     steps = []
     for p in d.glob(f"{key}-*.pt"):
-        tail = p.name[len(key) + 1:-3]
-        if tail.isascii() and tail.isdigit() and 0 < int(tail) < top and p.is_file() and not p.is_symlink():
-            steps.append(int(tail))
+        end = end_name(p.name)
+        if end and end[0] == key and 0 < end[1] < top and p.is_file() and not p.is_symlink():
+            steps.append(end[1])
     return sorted(steps, reverse=True)
 
 
