@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import sys
 import tomllib
@@ -34,6 +33,7 @@ from archsep.fileio import atomic_write
 from archsep.registry import reading
 from archsep.store import open_store
 from archsep.store.transfer import dump_lines, read_rows
+from archsep.sweeps.search import next_rung_sweep
 
 
 def run_ids(path: Path) -> set[str]:
@@ -47,9 +47,6 @@ def carried_lines(old: list[str], store_lines: list[str], committed: set[str]) -
     keep = [line for line in old if json.loads(line)["run_id"] not in committed]
     have = {json.loads(line)["run_id"] for line in keep} | committed
     return keep + [line for line in store_lines if json.loads(line)["run_id"] not in have]
-
-
-RUNG = re.compile(r"^(.*)\.rung(\d+)$")  # a search's rung sweep (runs/search.py `_rung_sweep`)
 
 
 def _rungs(source: str) -> list[int]:
@@ -89,8 +86,7 @@ def end_wanted(store) -> Callable[[str], bool]:
                 continue
             if rungs and step >= max(rungs):
                 return False  # the last rung's budget (a winner's seeds too): nothing goes beyond
-            r = RUNG.match(sweep)
-            if r and f"{r.group(1)}.rung{int(r.group(2)) + 1}" in names:
+            if next_rung_sweep(sweep) in names:
                 return False  # a next rung that did not promote it
         return True
 

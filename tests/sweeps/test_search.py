@@ -174,3 +174,24 @@ def test_a_control_is_settled_only_where_no_score_of_the_other_seeds_could_pass_
     sw.parse(qstr)  # a regression task can be searched ...
     with pytest.raises(ArchsepError, match="search.settle: cell LSTM N=6's task is scored by an MSE"):
         sw.parse(qstr + '[search.settle]\nlevel = 0.95\nat = { "task_params.N" = 6 }\n')  # ... but not settled
+
+
+def test_each_rung_sweep_names_the_next_and_the_walk_fetches_under_those_names():
+    """The store names a search's stage sweeps `{name}.rung{n}` / `{name}.winners` (`stage_sweep`);
+    `next_rung_sweep` reads one rung's name to the next one's, and nothing else has a next rung."""
+    from archsep.sweeps.search import WINNERS, next_rung_sweep, stage_sweep, walk
+
+    search = sw.parse(search_toml(trials=4)).search
+    stages: list[str] = []
+
+    def fetch(configs, stage):
+        stages.append(stage)
+        return [RunResult(c.run_id, c.to_dict(), "censored", c.train.budget, 64, 0.5, 0.5,  # type: ignore[arg-type]
+                          best_samples=c.train.budget) for c in configs]
+
+    walk(search, fetch)
+    assert stages == ["rung1", "rung2", "rung3", WINNERS]
+    names = [stage_sweep("lookup.search-N20", s) for s in stages]
+    assert names[0] == "lookup.search-N20.rung1"
+    assert [next_rung_sweep(n) for n in names] == [names[1], names[2], "lookup.search-N20.rung4", None]
+    assert [next_rung_sweep(n) for n in ["rung1", "x.rung", "x.rungs2", "x.rung2b", "x.winners"]] == [None] * 5

@@ -22,7 +22,7 @@ from ..fileio import atomic_write
 from ..results import RunResult
 from ..store.db import DB_NAME, open_store
 from ..sweeps.file import Sweep
-from ..sweeps.search import Search, Walk, finished_early, replay, walk
+from ..sweeps.search import WINNERS, Search, Walk, finished_early, replay, stage_sweep, walk
 from .launch import Launch
 from .runner import launch_runs
 
@@ -38,7 +38,7 @@ def _brief(r: RunResult | None) -> dict[str, Any]:
 
 
 def _rung_sweep(sweep: Sweep, what: str, configs: Sequence[RunConfig]) -> Sweep:
-    return Sweep(f"{sweep.name}.{what}", list(configs), sweep.source, sweep.origin, preset=sweep.preset,
+    return Sweep(stage_sweep(sweep.name, what), list(configs), sweep.source, sweep.origin, preset=sweep.preset,
                  quick=sweep.quick, analysis=sweep.analysis)
 
 
@@ -53,7 +53,7 @@ def run_search(sweep: Sweep, launch: Launch) -> dict[str, Any]:
     stages = len(search.steps)
 
     def fetch(configs: list[RunConfig], stage: str) -> list[RunResult]:
-        what = f"rung {stage[4:]}/{stages} ({search.steps[int(stage[4:]) - 1]} steps)" if stage != "winners" \
+        what = f"rung {stage[4:]}/{stages} ({search.steps[int(stage[4:]) - 1]} steps)" if stage != WINNERS \
             else "winners"
         return launch_runs(configs, launch, desc=f"{sweep.name}: {what}", sweep=_rung_sweep(sweep, stage, configs))
 

@@ -221,6 +221,28 @@ class Walk:
         return list(out.values())
 
 
+WINNERS = "winners"
+
+
+def rung_stage(r: int) -> str:
+    """The stage name of rung `r` (0-based) as `walk` hands it to `fetch`: "rung1", "rung2", ..."""
+    return f"rung{r + 1}"
+
+
+def stage_sweep(name: str, stage: str) -> str:
+    """The store's name of a search's sweep for one stage: `{name}.rung{n}` or `{name}.winners`."""
+    return f"{name}.{stage}"
+
+
+def next_rung_sweep(sweep_name: str) -> str | None:
+    """The name of the rung sweep after `sweep_name`, when that is a rung's (`stage_sweep`)."""
+    name, _, stage = sweep_name.rpartition(".")
+    n = stage[4:]
+    if not name or not stage.startswith("rung") or not n.isdigit():
+        return None
+    return stage_sweep(name, rung_stage(int(n)))
+
+
 def walk(search: Search, fetch: Fetch, done: Done | None = None, have: Have | None = None) -> Walk:
     """The search, rung after rung: at each, the trials still in it that have not stopped train
     to the rung's steps (`fetch`), are ranked (`rank`), and the first `promoted(n)` go on; then
@@ -239,7 +261,7 @@ def walk(search: Search, fetch: Fetch, done: Done | None = None, have: Have | No
     for r, steps in enumerate(search.steps):
         todo = [(c, t) for c in alive for t in alive[c]
                 if t not in latest[c] or not finished_early(latest[c][t], search.steps[r - 1])]
-        results = fetch([search.config(c, t, r) for c, t in todo], f"rung{r + 1}")
+        results = fetch([search.config(c, t, r) for c, t in todo], rung_stage(r))
         trains = set(todo)
         for (c, t), res in zip(todo, results):
             if res is None:
@@ -277,7 +299,7 @@ def walk(search: Search, fetch: Fetch, done: Done | None = None, have: Have | No
     final = [(c, alive[c][0] if c in alive else 0, s) for c in range(len(cells))
              if c not in incomplete for s in ([search.seeds[0], *there[c]] if c in settled else search.seeds)]
     configs = [search.config(c, t, None, s) for c, t, s in final]
-    results = fetch(configs, "winners")
+    results = fetch(configs, WINNERS)
     if done is not None:
         done(configs)
     incomplete |= {c for (c, _t, _s), res in zip(final, results) if res is None}
