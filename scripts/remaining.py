@@ -21,11 +21,10 @@ from pathlib import Path
 # (what, the archsep command's arguments, the store under --runs), in the order the two cores run
 # them (docs/results/in-flight/README.md)
 QUEUE = [
-    ("lookup search with ties, N = 100 (issue 52)", "reproduce lookup-fig2 --scale search-ties --at 100",
-     "lookup-search-ties"),
-    ("lookup search, N = 200 (issue 52)", "reproduce lookup-fig2 --scale search --at 200", "lookup-fig2-search"),
-    ("mamba-width search, N = 100 (issue 52)", "reproduce mamba-width --scale search --at 100", "mamba-width-search"),
     ("nearest neighbour, state (issue 54)", "reproduce nn-fig --scale state", "nn-state20"),
+    ("lookup search with ties, N = 200 (issue 52)", "reproduce lookup-fig2 --scale search-ties --at 200",
+     "lookup-fig2-search"),
+    ("mamba-width search, N = 100 (issue 52)", "reproduce mamba-width --scale search --at 100", "mamba-width-search"),
     ("equality search, N = 100 (issue 54)", "reproduce equality-fig4 --scale search --at 100", "equality-fig4-search"),
     ("Dyck search, N = 20's last rung (issue 54)", "reproduce dyck-fig2 --scale search --at 20", "dyck-fig2-search"),
     ("Dyck search, N = 50", "reproduce dyck-fig2 --scale search --at 50", "dyck-fig2-search"),
@@ -34,9 +33,10 @@ QUEUE = [
 # what a session with a lent GPU runs first (scripts/device/): (what, the dry run's arguments, the
 # store it is priced against, the device command); its runs imported into that store spare the cores
 GPU_FIRST = [
-    ("lookup search, N = 200 (issue 52; import its search.jsonl into lookup-fig2-search)",
-     "reproduce lookup-fig2 --scale search --at 200", "lookup-fig2-search",
-     "AT=200 FROM=docs/results/lookup-fig2-search/runs.jsonl bash scripts/device/lookup_search.sh 540"),
+    ("lookup search with ties, N = 200 (issue 52; import its search.jsonl into lookup-fig2-search)",
+     "reproduce lookup-fig2 --scale search-ties --at 200", "lookup-fig2-search",
+     "SCALE=search-ties AT=200 FROM='docs/results/lookup-fig2-search/runs.jsonl docs/results/lookup-fig2-search-ties/runs.jsonl"
+     " docs/results/in-flight/lookup-fig2-search.jsonl' bash scripts/device/lookup_search.sh 540"),
 ]
 TOTAL = re.compile(r"total: .*?\(([\d.]+) (h|min) of one core\); on one H100 \(modelled\) about ([\d.]+) (h|min|s)")
 ESTIMATE = re.compile(r"estimate: .*?\(([\d.]+) (h|min) of one core\)")

@@ -4,7 +4,7 @@
 # Its price first: `archsep reproduce lookup-fig2 --scale search --at 200 --dry-run` (a GPU's time is
 # modelled there). A search is resumable: every finished trial is a stored run, so a cut loses only
 # the runs in flight; the next call (on this or another machine) starts from the runs brought home
-# (FROM=the jsonl, copied into the working tree). A promoted trial that finished on another machine
+# (FROM=the jsonl, copied into the working tree; several, space-separated, are imported in order). A promoted trial that finished on another machine
 # trains again from step 0 there (its kept end does not travel), to the same numbers.
 # SCALE=search-paper runs the paper's bounds for LSTM and DSS instead (AT=20 first: their controls);
 # SCALE=search-steps the reduced search's space for them with the paper's 250k steps (FROM= the
@@ -28,9 +28,9 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 source "$(dirname "$0")/common.sh"
 machine
-if [ -n "${FROM:-}" ]; then
-  $PY -m archsep import "$FROM" --out "$W/s" > "$OUT/import.log" 2>&1 || { cat "$OUT/import.log"; exit 1; }
-fi
+for f in ${FROM:-}; do  # one or more files, in order (space-separated)
+  $PY -m archsep import "$f" --out "$W/s" >> "$OUT/import.log" 2>&1 || { cat "$OUT/import.log"; exit 1; }
+done
 timeout "$T" $PY -m archsep reproduce "${PRESET:-lookup-fig2}" --scale "${SCALE:-search}" --at "${AT:-200}" --device "$DEV" \
   --workers "${WORKERS:-2}" --no-progress --out "$W/s" > "$OUT/search.log" 2>&1 &
 watch_runs $! "$W/s" search.jsonl; rc=$?

@@ -1,5 +1,5 @@
 """The prepared GPU scripts, run on the CPU (DEVICE=cpu). The search's (scripts/device/lookup_search.sh):
-from the committed N = 20 runs (FROM=) it resumes the search, trains nothing, and brings back every
+from two committed files of runs (FROM=) it resumes the search, trains nothing, and brings back every
 run as JSON lines with the summary and the search's outcome. A sweep file's (sweep_file.sh): runs
 cut by its limit come back as checkpoints that a second call goes on from."""
 from __future__ import annotations
@@ -19,24 +19,30 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_lookup_search_script_resumes_from_carried_runs_and_brings_them_back(tmp_path):
-    runs = ROOT / "docs/results/lookup-fig2-search/runs.jsonl"
-    n = sum(1 for line in runs.read_text().splitlines() if line.strip())
-    env = {**os.environ, "OUT": str(tmp_path), "DEVICE": "cpu", "AT": "20", "FROM": str(runs), "PY": sys.executable,
-           "WORKERS": "1", "OMP_NUM_THREADS": "1"}
+    """Two carried files (FROM=, space-separated, imported in order): the untied search's runs and
+    the runs its walk with ties added (SCALE=search-ties), whose summary is committed beside them."""
+    files = [ROOT / "docs/results/lookup-fig2-search/runs.jsonl", ROOT / "docs/results/lookup-fig2-search-ties/runs.jsonl"]
+    n = sum(1 for f in files for line in f.read_text().splitlines() if line.strip())
+    env = {**os.environ, "OUT": str(tmp_path), "DEVICE": "cpu", "AT": "20", "SCALE": "search-ties",
+           "FROM": " ".join(map(str, files)), "PY": sys.executable, "WORKERS": "1", "OMP_NUM_THREADS": "1"}
     p = subprocess.run(["bash", "scripts/device/lookup_search.sh", "240"], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     assert len((tmp_path / "search.jsonl").read_text().splitlines()) == n  # every run, none trained again
     summary = json.loads((tmp_path / "summary.json").read_text())
-    committed = json.loads((ROOT / "docs/results/lookup-fig2-search/summary.json").read_text())
+    committed = json.loads((ROOT / "docs/results/lookup-fig2-search-ties/summary.json").read_text())
     assert [c["text"] for c in summary["claims"]] == [c["text"] for c in committed["claims"]]
-    # the outcome is the whole search's as the store has it: the lengths carried are done, the rest not
+    # the outcome is the whole search's as the store has it: every cell the committed walk finished
+    # has the same runs, finished; the lengths not walked are not
     outcome = json.loads((tmp_path / "search.json").read_text())
-    done = set(committed["Ns"])
-    assert not outcome["complete"] and {c["point"]["task_params.N"] for c in outcome["cells"]} >= done
-    for c in outcome["cells"]:
-        finished = all(r.get("status") not in (None, "missing") for r in c["runs"]) and c["runs"]
-        assert bool(finished) is (c["point"]["task_params.N"] in done), c["point"]
+    mine = {(c["label"], c["point"]["task_params.N"]): c["runs"] for c in outcome["cells"]}
+    theirs = json.loads((ROOT / "docs/results/lookup-fig2-search-ties/search.json").read_text())
+    done = {(c["label"], c["point"]["task_params.N"]): c["runs"] for c in theirs["cells"] if c["runs"]}
+    assert not outcome["complete"] and done and set(done) <= set(mine)
+    for key, runs in done.items():
+        assert [r["run_id"] for r in mine[key]] == [r["run_id"] for r in runs], key
+        assert all(r.get("status") not in (None, "missing") for r in mine[key]), key
+    assert any(not runs for key, runs in mine.items() if key[1] == 200)
     assert (tmp_path / "machine.txt").read_text().strip()
 
 
