@@ -35,8 +35,9 @@ QUEUE = [
 GPU_FIRST = [
     ("lookup search with ties, N = 200 (issue 52; import its search.jsonl into lookup-fig2-search)",
      "reproduce lookup-fig2 --scale search-ties --at 200", "lookup-fig2-search",
-     "SCALE=search-ties AT=200 FROM='docs/results/lookup-fig2-search/runs.jsonl docs/results/lookup-fig2-search-ties/runs.jsonl"
-     " docs/results/in-flight/lookup-fig2-search.jsonl' bash scripts/device/lookup_search.sh 540"),
+     "SCALE=search-ties AT=200 FROM='docs/results/lookup-fig2-search/runs.jsonl"
+     " docs/results/lookup-fig2-search-ties/runs.jsonl docs/results/in-flight/lookup-fig2-search.jsonl'"
+     " bash scripts/device/lookup_search.sh 540"),
 ]
 TOTAL = re.compile(r"total: .*?\(([\d.]+) (h|min) of one core\); on one H100 \(modelled\) about ([\d.]+) (h|min|s)")
 ESTIMATE = re.compile(r"estimate: .*?\(([\d.]+) (h|min) of one core\)")

@@ -161,6 +161,8 @@ def test_a_sweep_killed_mid_run_resumes_from_its_checkpoint_with_the_same_row(tm
     assert c["label"] == "TF" and 0 < c["step"] < c["steps"] == 160_000 // 64
     text = subprocess.run([*ARCHSEP, "status", str(out)], env=e, capture_output=True, text=True, timeout=120).stdout
     assert f"step {c['step']} of {c['steps']}" in text
+    # which trial it is: two trials of one family differ only in these
+    assert f"{json.dumps(c['model_params'], sort_keys=True)} lr={c['lr']:g} seed=" in text and c["lr"] > 0
     assert c["best"] is not None and f"its best held-out metric so far {c['best']:.4g} at step {c['best_step']}" in text
     dry = subprocess.run([*cmd, str(out), "--dry-run"], env=e, capture_output=True, text=True, timeout=120).stdout
     assert "1 go on from a checkpoint" in dry

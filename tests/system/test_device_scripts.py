@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_lookup_search_script_resumes_from_carried_runs_and_brings_them_back(tmp_path):
     """Two carried files (FROM=, space-separated, imported in order): the untied search's runs and
     the runs its walk with ties added (SCALE=search-ties), whose summary is committed beside them."""
-    files = [ROOT / "docs/results/lookup-fig2-search/runs.jsonl", ROOT / "docs/results/lookup-fig2-search-ties/runs.jsonl"]
+    files = [ROOT / "docs/results/lookup-fig2-search/runs.jsonl",
+             ROOT / "docs/results/lookup-fig2-search-ties/runs.jsonl"]
     n = sum(1 for f in files for line in f.read_text().splitlines() if line.strip())
     env = {**os.environ, "OUT": str(tmp_path), "DEVICE": "cpu", "AT": "20", "SCALE": "search-ties",
            "FROM": " ".join(map(str, files)), "PY": sys.executable, "WORKERS": "1", "OMP_NUM_THREADS": "1"}

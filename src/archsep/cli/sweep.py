@@ -240,8 +240,10 @@ def cmd_status(a: argparse.Namespace) -> int:
             print(f"  sweep {shown(s['name'])} ({shown(s['sweep_id'])}): {s['done']}/{s['total']} done, "
                   f"{s['pending']} pending, {s['failed']} failed")
         for c in st["checkpoints"]:
+            lr = f" lr={c['lr']:g}" if isinstance(c["lr"], (int, float)) else ""
             print(f"  checkpoint {shown(c['run_id'])} {shown(c['label'])} {shown(json.dumps(c['task_params']))} "
-                  f"seed={c['seed']}: step {c['step']} of {c['steps']} ({100 * c['step'] / c['steps']:.0f}%)"
+                  f"{shown(json.dumps(c['model_params'], sort_keys=True))}{lr} seed={c['seed']}: "
+                  f"step {c['step']} of {c['steps']} ({100 * c['step'] / c['steps']:.0f}%)"
                   + (f", its best held-out metric so far {c['best']:.4g} at step {c['best_step']}"
                      if c["best"] is not None else "") + "; the same command goes on from there")
         for f in st["failed"][:20]:
@@ -291,7 +293,8 @@ def _checkpointed(out: Path, store) -> list[dict]:
             pending.append((rid, cfg, steps, batch))
     saved = group_progress(ck, [(rid, cfg) for rid, cfg, _, _ in pending])  # every run of a stacked group
     return [{"run_id": rid, "label": cfg.get("label") or cfg.get("arch"), "task_params": cfg.get("task_params"),
-             "seed": cfg.get("seed"), "steps": steps, **saved[rid],
+             "model_params": cfg.get("model_params"), "lr": cfg["train"].get("lr"), "seed": cfg.get("seed"),
+             "steps": steps, **saved[rid],
              "best_step": saved[rid]["best_samples"] // batch if saved[rid]["best_samples"] is not None else None}
             for rid, cfg, steps, batch in pending if rid in saved]
 
