@@ -22,6 +22,8 @@ from pathlib import Path
 # them (docs/results/in-flight/README.md)
 QUEUE = [
     ("nearest neighbour, state (issue 54)", "reproduce nn-fig --scale state", "nn-state20"),
+    ("Mamba's walk with ties to the paper's steps, N = 100 (issue 52)",
+     "sweep docs/results/lookup-search-calibration/search-steps-ties-mamba-n100.toml", "lookup-steps-mamba100"),
     ("lookup search with ties, N = 200 (issue 52)", "reproduce lookup-fig2 --scale search-ties --at 200",
      "lookup-fig2-search"),
     ("mamba-width search, N = 100 (issue 52)", "reproduce mamba-width --scale search --at 100", "mamba-width-search"),
