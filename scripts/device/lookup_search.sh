@@ -4,8 +4,9 @@
 # Its price first: `archsep reproduce lookup-fig2 --scale search --at 200 --dry-run` (a GPU's time is
 # modelled there). A search is resumable: every finished trial is a stored run, so a cut loses only
 # the runs in flight; the next call (on this or another machine) starts from the runs brought home
-# (FROM=the jsonl, copied into the working tree; several, space-separated, are imported in order). A promoted trial that finished on another machine
-# trains again from step 0 there (its kept end does not travel), to the same numbers.
+# (FROM=the jsonl, copied into the working tree; several, space-separated, are imported in order).
+# A promoted trial that finished on another machine trains again from step 0 there (its kept end
+# does not travel), to the same numbers.
 # SCALE=search-paper runs the paper's bounds for LSTM and DSS instead (AT=20 first: their controls);
 # SCALE=search-steps the reduced search's space for them with the paper's 250k steps (FROM= the
 # reduced search's runs, so that its first three rungs are reused). PRESET=dyck-fig2 or

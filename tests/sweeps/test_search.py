@@ -179,7 +179,7 @@ def test_a_control_is_settled_only_where_no_score_of_the_other_seeds_could_pass_
 def test_each_rung_sweep_names_the_next_and_the_walk_fetches_under_those_names():
     """The store names a search's stage sweeps `{name}.rung{n}` / `{name}.winners` (`stage_sweep`);
     `next_rung_sweep` reads one rung's name to the next one's, and nothing else has a next rung."""
-    from archsep.sweeps.search import WINNERS, next_rung_sweep, stage_sweep, walk
+    from archsep.sweeps.search import WINNERS, next_rung_sweep, stage_rung, stage_sweep, walk
 
     search = sw.parse(search_toml(trials=4)).search
     stages: list[str] = []
@@ -191,6 +191,7 @@ def test_each_rung_sweep_names_the_next_and_the_walk_fetches_under_those_names()
 
     walk(search, fetch)
     assert stages == ["rung1", "rung2", "rung3", WINNERS]
+    assert [stage_rung(s) for s in stages] == [1, 2, 3, None]
     names = [stage_sweep("lookup.search-N20", s) for s in stages]
     assert names[0] == "lookup.search-N20.rung1"
     assert [next_rung_sweep(n) for n in names] == [names[1], names[2], "lookup.search-N20.rung4", None]

@@ -22,7 +22,7 @@ from ..fileio import atomic_write
 from ..results import RunResult
 from ..store.db import DB_NAME, open_store
 from ..sweeps.file import Sweep
-from ..sweeps.search import WINNERS, Search, Walk, finished_early, replay, stage_sweep, walk
+from ..sweeps.search import Search, Walk, finished_early, replay, stage_rung, stage_sweep, walk
 from .launch import Launch
 from .runner import launch_runs
 
@@ -53,8 +53,8 @@ def run_search(sweep: Sweep, launch: Launch) -> dict[str, Any]:
     stages = len(search.steps)
 
     def fetch(configs: list[RunConfig], stage: str) -> list[RunResult]:
-        what = f"rung {stage[4:]}/{stages} ({search.steps[int(stage[4:]) - 1]} steps)" if stage != WINNERS \
-            else "winners"
+        n = stage_rung(stage)
+        what = f"rung {n}/{stages} ({search.steps[n - 1]} steps)" if n is not None else stage
         return launch_runs(configs, launch, desc=f"{sweep.name}: {what}", sweep=_rung_sweep(sweep, stage, configs))
 
     def done(configs: list[RunConfig]) -> None:

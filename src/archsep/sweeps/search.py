@@ -229,6 +229,12 @@ def rung_stage(r: int) -> str:
     return f"rung{r + 1}"
 
 
+def stage_rung(stage: str) -> int | None:
+    """The rung (1-based) of a stage name `rung_stage` made; None for any other (`WINNERS`)."""
+    n = stage[4:]
+    return int(n) if stage.startswith("rung") and n.isdigit() else None
+
+
 def stage_sweep(name: str, stage: str) -> str:
     """The store's name of a search's sweep for one stage: `{name}.rung{n}` or `{name}.winners`."""
     return f"{name}.{stage}"
@@ -237,10 +243,8 @@ def stage_sweep(name: str, stage: str) -> str:
 def next_rung_sweep(sweep_name: str) -> str | None:
     """The name of the rung sweep after `sweep_name`, when that is a rung's (`stage_sweep`)."""
     name, _, stage = sweep_name.rpartition(".")
-    n = stage[4:]
-    if not name or not stage.startswith("rung") or not n.isdigit():
-        return None
-    return stage_sweep(name, rung_stage(int(n)))
+    n = stage_rung(stage)
+    return stage_sweep(name, rung_stage(n)) if name and n is not None else None
 
 
 def walk(search: Search, fetch: Fetch, done: Done | None = None, have: Have | None = None) -> Walk:
