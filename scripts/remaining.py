@@ -24,7 +24,7 @@ QUEUE = [
     ("Mamba's walk with ties to the paper's steps, N = 100 (issue 52)",
      "sweep docs/results/lookup-search-calibration/search-steps-ties-mamba-n100.toml", "lookup-steps-mamba100"),
     ("lookup search with ties, N = 200 (issue 52)", "reproduce lookup-fig2 --scale search-ties --at 200",
-     "lookup-fig2-search"),
+     "lookup-search-ties"),
     ("mamba-width search, N = 100 (issue 52)", "reproduce mamba-width --scale search --at 100", "mamba-width-search"),
     ("equality search, N = 100 (issue 54)", "reproduce equality-fig4 --scale search --at 100", "equality-fig4-search"),
     ("Dyck search, N = 20's last rung (issue 54)", "reproduce dyck-fig2 --scale search --at 20", "dyck-fig2-search"),
@@ -34,10 +34,10 @@ QUEUE = [
 # what a session with a lent GPU runs first (scripts/device/): (what, the dry run's arguments, the
 # store it is priced against, the device command); its runs imported into that store spare the cores
 GPU_FIRST = [
-    ("lookup search with ties, N = 200 (issue 52; import its search.jsonl into lookup-fig2-search)",
-     "reproduce lookup-fig2 --scale search-ties --at 200", "lookup-fig2-search",
+    ("lookup search with ties, N = 200 (issue 52; import its search.jsonl into lookup-search-ties)",
+     "reproduce lookup-fig2 --scale search-ties --at 200", "lookup-search-ties",
      "SCALE=search-ties AT=200 FROM='docs/results/lookup-fig2-search/runs.jsonl"
-     " docs/results/lookup-fig2-search-ties/runs.jsonl docs/results/in-flight/lookup-fig2-search.jsonl'"
+     " docs/results/lookup-fig2-search-ties/runs.jsonl docs/results/in-flight/lookup-search-ties.jsonl'"
      " bash scripts/device/lookup_search.sh 540"),
 ]
 TOTAL = re.compile(r"total: .*?\(([\d.]+) (h|min) of one core\); on one H100 \(modelled\) about ([\d.]+) (h|min|s)")
