@@ -21,6 +21,7 @@ PARTS = [
     (f"{CAL}/search-steps-lstm-n50.toml", "lookup-fig2", "search-steps", [50], {"LSTM", "TF-(1,64)"}),
     (f"{CAL}/search-steps-lstm-n100.toml", "lookup-fig2", "search-steps", [100], {"LSTM", "TF-(1,64)"}),
     (f"{CAL}/search-paper-dss-n20.toml", "lookup-fig2", "search-paper", [20], {"DSS", "TF-(1,64)"}),
+    (f"{CAL}/search-steps-ties-mamba-n100.toml", "lookup-fig2", "search-steps-ties", [100], {"Mamba", "TF-(1,64)"}),
 ]
 
 
