@@ -21,8 +21,6 @@ from pathlib import Path
 # (what, the archsep command's arguments, the store under --runs), in the order the two cores run
 # them (docs/results/in-flight/README.md)
 QUEUE = [
-    ("Mamba's walk with ties to the paper's steps, N = 100 (issue 52)",
-     "sweep docs/results/lookup-search-calibration/search-steps-ties-mamba-n100.toml", "lookup-steps-mamba100"),
     ("lookup search with ties, N = 200 (issue 52)", "reproduce lookup-fig2 --scale search-ties --at 200",
      "lookup-search-ties"),
     ("mamba-width search, N = 100 (issue 52)", "reproduce mamba-width --scale search --at 100", "mamba-width-search"),
