@@ -127,8 +127,7 @@ class LookupFig2(SizeExperiment):
     # the search with ties, over the same runs (N = 50 and 100 first: the caveat it settles)
     search_ties = dataclasses.replace(search, text=SEARCH_TIES)
     # the walk with ties for Mamba with the paper's steps (N = 100 first: the claim it decides)
-    search_steps_ties = SearchScale(SEARCH_STEPS_TIES, Ns=(20, 50, 100, 200, 400), tf="TF-(1,64)",
-                                    families=("Mamba",), settle=True)
+    search_steps_ties = dataclasses.replace(search, text=SEARCH_STEPS_TIES, families=("Mamba",))
     scales = ("quick", "cpu", "paper-n", "search", "search-paper", "search-steps", "search-ties", "search-steps-ties",
               "full")
 
