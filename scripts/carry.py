@@ -15,6 +15,12 @@ while a run may still go on from it (`end_wanted`): a planned, unfinished run of
 larger budget, or a search's trial whose next rung is not planned yet. An end at a search's last
 rung, one whose trial the next rung did not promote and one a larger finished run has used are left
 out; an end no planned run names is carried (nothing says it is dead).
+
+Where DIR lies in a git work tree, the checkpoints are carried only while the commits since the
+branch was laid, the work tree's other changes and this carry's checkpoints stay within
+--diff-budget-mb of diffs as text (scripts/submission_size.py: a submission past 256 MiB is refused
+whole, and 2026-12-07's session was lost so, six carries of two 14 MB checkpoints each); past it the
+runs are carried and the checkpoints left as they were, saying so.
 """
 from __future__ import annotations
 
@@ -34,6 +40,9 @@ from archsep.registry import reading
 from archsep.store import open_store
 from archsep.store.transfer import dump_lines, read_rows
 from archsep.sweeps.search import next_rung_sweep
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import submission_size  # noqa: E402  (the script beside this one)
 
 
 def run_ids(path: Path) -> set[str]:
@@ -93,6 +102,34 @@ def end_wanted(store) -> Callable[[str], bool]:
     return wanted
 
 
+def chosen(src: Path, max_bytes: int, keep: Callable[[str], bool] = lambda name: True
+           ) -> tuple[dict[str, Path], list[str]]:
+    """`src`'s `.pt` files that `keep` names, at most `max_bytes` each, and the names too large."""
+    here = {p.name: p for p in sorted(src.glob("*.pt"))
+            if p.is_file() and not p.is_symlink() and keep(p.name)} if src.is_dir() else {}
+    return ({n: p for n, p in here.items() if p.stat().st_size <= max_bytes},
+            [n for n, p in here.items() if p.stat().st_size > max_bytes])
+
+
+def carry_cost(repo: Path, dest: Path, files: dict[str, Path]) -> int:
+    """The diff text, against HEAD, of making `dest`'s `.pt` files exactly `files`: a new file at its
+    base-85 size, a changed one at its old and new sizes, a dropped one at its old size."""
+    rel = dest.resolve().relative_to(repo).as_posix()
+    head: dict[str, tuple[str, int]] = {}
+    for line in submission_size._git(repo, "ls-tree", "-l", "HEAD", f"{rel}/").decode().splitlines():
+        meta, _, path = line.partition("\t")
+        _, kind, blob, size = meta.split()
+        if kind == "blob" and path.endswith(".pt"):
+            head[path.rsplit("/", 1)[-1]] = (blob, int(size))
+    cost = 0.0
+    for name, p in files.items():
+        old = head.pop(name, None)
+        if old is not None and submission_size._git(repo, "hash-object", str(p)).decode().strip() == old[0]:
+            continue
+        cost += submission_size.BASE85 * (p.stat().st_size + (old[1] if old else 0))
+    return int(cost + submission_size.BASE85 * sum(size for _, size in head.values()))
+
+
 def mirror(src: Path, dest: Path, max_bytes: int, keep: Callable[[str], bool] = lambda name: True
            ) -> tuple[list[str], list[str]]:
     """Make `dest`'s `.pt` files those of `src` that `keep` names (at most `max_bytes` each);
@@ -100,13 +137,9 @@ def mirror(src: Path, dest: Path, max_bytes: int, keep: Callable[[str], bool] = 
     dest.mkdir(parents=True, exist_ok=True)
     if dest.is_symlink():
         raise ArchsepError.at("--checkpoints", f"'{dest}' is a symbolic link; nothing is written through links")
-    here = {p.name: p for p in sorted(src.glob("*.pt"))
-            if p.is_file() and not p.is_symlink() and keep(p.name)} if src.is_dir() else {}
-    copied, too_big = [], []
+    here, too_big = chosen(src, max_bytes, keep)
+    copied = []
     for name, p in here.items():
-        if p.stat().st_size > max_bytes:
-            too_big.append(name)
-            continue
         def write(f, p=p) -> None:
             with open(p, "rb") as g:
                 shutil.copyfileobj(g, f)
@@ -119,6 +152,27 @@ def mirror(src: Path, dest: Path, max_bytes: int, keep: Callable[[str], bool] = 
     return copied, too_big
 
 
+def over_budget(checkpoints: Path, parts: list[tuple[dict[str, Path], Path]], budget_mb: float) -> str:
+    """Why carrying `parts` (files, into a folder under `checkpoints`) would take the submission's
+    diffs past `budget_mb` MiB ('' while it would not, or where no git work tree holds them)."""
+    repo = submission_size.top(checkpoints.resolve())
+    if repo is None:
+        return ""
+    try:
+        rel = checkpoints.resolve().relative_to(repo)
+        base = submission_size.base_commit(repo)
+        now = submission_size.committed_diff_bytes(repo, base) + submission_size.uncommitted_diff_bytes(repo, rel)
+        add = sum(carry_cost(repo, dest, files) for files, dest in parts)
+    except submission_size.SizeError as e:
+        return f"the submission's size cannot be told ({e}), so none is risked"
+    if (now + add) / 2**20 <= budget_mb:
+        return ""
+    return (f"the commits since {base[:7]} and the work tree's other changes weigh {now / 2**20:.1f} MiB of "
+            f"diffs as text, these checkpoints {add / 2**20:.1f} MiB more, past --diff-budget-mb "
+            f"{budget_mb:g} (a submission past 256 MiB is refused whole: scripts/submission_size.py); "
+            "the runs are carried, the checkpoints left as they were")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("store", type=Path, help="the store (a directory holding archsep.db)")
@@ -127,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoints", type=Path, help="the folder the store's checkpoints are carried in")
     ap.add_argument("--ends", action="store_true", help="carry the kept ends too (into CHECKPOINTS/ends)")
     ap.add_argument("--max-mb", type=float, default=20.0, help="leave out a checkpoint larger than this (default 20)")
+    ap.add_argument("--diff-budget-mb", type=float, default=200.0,
+                    help="carry no checkpoint taking the submission's diffs past this (MiB; default 200, of 256)")
     a = ap.parse_args(argv)
     try:
         if not (a.store / "archsep.db").is_file():
@@ -149,6 +205,11 @@ def main(argv: list[str] | None = None) -> int:
                                                                         lambda name: True)]
             if a.ends:
                 parts.append((a.store / "checkpoints" / "ends", a.checkpoints / "ends", wanted))
+            over = over_budget(a.checkpoints, [(chosen(src, max_bytes, keep)[0], dest) for src, dest, keep in parts],
+                               a.diff_budget_mb)
+            if over:
+                print(f"{a.checkpoints}: no checkpoint carried: {over}")
+                return 0
             for src, dest, keep in parts:
                 copied, too_big = mirror(src, dest, max_bytes, keep)
                 print(f"{dest}: {len(copied)} checkpoint(s)" + (f"; over {a.max_mb:g} MB, left out: "
