@@ -18,17 +18,13 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from inflight import read_cells  # noqa: E402  (the script beside this one)
+
 # (what, the archsep command's arguments, the store under --runs), in the order the two cores run
-# them (docs/results/in-flight/README.md)
-QUEUE = [
-    ("lookup search with ties, N = 200 (issue 52)", "reproduce lookup-fig2 --scale search-ties --at 200",
-     "lookup-search-ties"),
-    ("mamba-width search, N = 100 (issue 52)", "reproduce mamba-width --scale search --at 100", "mamba-width-search"),
-    ("equality search, N = 100 (issue 54)", "reproduce equality-fig4 --scale search --at 100", "equality-fig4-search"),
-    ("Dyck search, N = 20's last rung (issue 54)", "reproduce dyck-fig2 --scale search --at 20", "dyck-fig2-search"),
-    ("Dyck search, N = 50", "reproduce dyck-fig2 --scale search --at 50", "dyck-fig2-search"),
-    ("Dyck search, N = 100", "reproduce dyck-fig2 --scale search --at 100", "dyck-fig2-search"),
-]
+# them: docs/results/in-flight/cells.toml's queued cells, a row per command
+QUEUE = [(f"{c.what} (issue {c.issue})" + (f", command {i + 1} of {len(c.commands)}" if len(c.commands) > 1 else ""),
+          cmd, c.name) for c in read_cells() if c.queued for i, cmd in enumerate(c.commands)]
 # what a session with a lent GPU runs first (scripts/device/): (what, the dry run's arguments, the
 # store it is priced against, the device command); its runs imported into that store spare the cores
 GPU_FIRST = [
