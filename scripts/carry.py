@@ -116,7 +116,7 @@ def carry_cost(repo: Path, dest: Path, files: dict[str, Path]) -> int:
     base-85 size, a changed one at its old and new sizes, a dropped one at its old size."""
     rel = dest.resolve().relative_to(repo).as_posix()
     head: dict[str, tuple[str, int]] = {}
-    for line in submission_size._git(repo, "ls-tree", "-l", "HEAD", f"{rel}/").decode().splitlines():
+    for line in submission_size.git_out(repo, "ls-tree", "-l", "HEAD", f"{rel}/").decode().splitlines():
         meta, _, path = line.partition("\t")
         _, kind, blob, size = meta.split()
         if kind == "blob" and path.endswith(".pt"):
@@ -124,32 +124,34 @@ def carry_cost(repo: Path, dest: Path, files: dict[str, Path]) -> int:
     cost = 0.0
     for name, p in files.items():
         old = head.pop(name, None)
-        if old is not None and submission_size._git(repo, "hash-object", str(p)).decode().strip() == old[0]:
+        if old is not None and submission_size.git_out(repo, "hash-object", str(p)).decode().strip() == old[0]:
             continue
         cost += submission_size.BASE85 * (p.stat().st_size + (old[1] if old else 0))
     return int(cost + submission_size.BASE85 * sum(size for _, size in head.values()))
 
 
-def mirror(src: Path, dest: Path, max_bytes: int, keep: Callable[[str], bool] = lambda name: True
-           ) -> tuple[list[str], list[str]]:
-    """Make `dest`'s `.pt` files those of `src` that `keep` names (at most `max_bytes` each);
-    returns the names copied and those left out as too large."""
+def copy_file(src: Path, dest: Path, field: str) -> None:
+    """`src`'s bytes into `dest`, written whole (a temporary file beside it, renamed), never through a link."""
+    def write(f) -> None:
+        with open(src, "rb") as g:
+            shutil.copyfileobj(g, f)
+
+    atomic_write(dest, write, field, binary=True, example="RUN.pt")
+
+
+def mirror(here: dict[str, Path], dest: Path) -> list[str]:
+    """Make `dest`'s `.pt` files exactly `here` (name: source); returns the names copied."""
     dest.mkdir(parents=True, exist_ok=True)
     if dest.is_symlink():
         raise ArchsepError.at("--checkpoints", f"'{dest}' is a symbolic link; nothing is written through links")
-    here, too_big = chosen(src, max_bytes, keep)
     copied = []
     for name, p in here.items():
-        def write(f, p=p) -> None:
-            with open(p, "rb") as g:
-                shutil.copyfileobj(g, f)
-
-        atomic_write(dest / name, write, "--checkpoints", binary=True, example="RUN.pt")
+        copy_file(p, dest / name, "--checkpoints")
         copied.append(name)
     for old in dest.glob("*.pt"):
         if old.name not in copied and not old.is_symlink():
             old.unlink()
-    return copied, too_big
+    return copied
 
 
 def over_budget(checkpoints: Path, parts: list[tuple[dict[str, Path], Path]], budget_mb: float) -> str:
@@ -201,17 +203,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{a.file}: {len(out)} run(s) ({len(out) - len(old)} more than before)")
         if a.checkpoints:
             max_bytes = int(a.max_mb * 2**20)
-            parts: list[tuple[Path, Path, Callable[[str], bool]]] = [(a.store / "checkpoints", a.checkpoints,
-                                                                        lambda name: True)]
+            parts = [(*chosen(a.store / "checkpoints", max_bytes), a.checkpoints)]
             if a.ends:
-                parts.append((a.store / "checkpoints" / "ends", a.checkpoints / "ends", wanted))
-            over = over_budget(a.checkpoints, [(chosen(src, max_bytes, keep)[0], dest) for src, dest, keep in parts],
-                               a.diff_budget_mb)
+                parts.append((*chosen(a.store / "checkpoints" / "ends", max_bytes, wanted), a.checkpoints / "ends"))
+            over = over_budget(a.checkpoints, [(here, dest) for here, _, dest in parts], a.diff_budget_mb)
             if over:
                 print(f"{a.checkpoints}: no checkpoint carried: {over}")
                 return 0
-            for src, dest, keep in parts:
-                copied, too_big = mirror(src, dest, max_bytes, keep)
+            for here, too_big, dest in parts:
+                copied = mirror(here, dest)
                 print(f"{dest}: {len(copied)} checkpoint(s)" + (f"; over {a.max_mb:g} MB, left out: "
                                                               f"{', '.join(too_big)}" if too_big else ""))
     except ArchsepError as e:

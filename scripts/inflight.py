@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -28,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archsep.errors import ArchsepError
-from archsep.fileio import atomic_write
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import carry as carry_script  # noqa: E402  (the script beside this one)
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "docs" / "results" / "in-flight"
@@ -118,11 +119,7 @@ def resume(cell: Cell, runs: Path) -> list[str]:
             if dest.is_symlink():
                 raise CellError(f"{cell.name}: '{dest}' is a symbolic link; nothing is written through links")
         for p in put:
-            def write(f, p=p) -> None:
-                with open(p, "rb") as g:
-                    shutil.copyfileobj(g, f)
-
-            atomic_write(dest / p.name, write, "checkpoints", binary=True, example="RUN.pt")
+            carry_script.copy_file(p, dest / p.name, "checkpoints")
         if files:
             done.append(f"checkpoints/{cell.name}/{sub}: {len(put)} put back, {len(files) - len(put)} the store had")
     return done
@@ -147,9 +144,6 @@ def start(cell: Cell, runs: Path) -> int:
 
 
 def carry(cell: Cell, runs: Path, checkpoints: bool, ends: bool) -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import carry as carry_script  # the script beside this one
-
     argv = [str(runs / cell.name), str(HERE / cell.carried), "--committed", *[str(ROOT / f) for f in cell.committed]]
     if checkpoints:
         argv += ["--checkpoints", str(HERE / "checkpoints" / cell.name)] + (["--ends"] if ends else [])

@@ -26,7 +26,7 @@ class SizeError(Exception):
     """A one-line reason (not a repository, no reflog, a bad revision)."""
 
 
-def _git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
+def git_out(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
     p = subprocess.run(["git", "-C", str(repo), *args], input=stdin, capture_output=True)
     if p.returncode != 0:
         last = (p.stderr.decode(errors="replace").strip().splitlines() or ["failed"])[-1]
@@ -45,8 +45,8 @@ def top(path: Path) -> Path | None:
 
 def base_commit(repo: Path) -> str:
     """The commit the current branch was laid at (its reflog's oldest entry)."""
-    branch = _git(repo, "rev-parse", "--abbrev-ref", "HEAD").decode().strip()
-    log = _git(repo, "reflog", "show", "--format=%H", branch).decode().split()
+    branch = git_out(repo, "rev-parse", "--abbrev-ref", "HEAD").decode().strip()
+    log = git_out(repo, "reflog", "show", "--format=%H", branch).decode().split()
     if not log:
         raise SizeError(f"branch '{branch}' has no reflog: pass --base REV (the commit that landed last)")
     return log[-1]
@@ -55,7 +55,7 @@ def base_commit(repo: Path) -> str:
 def resolve(repo: Path, rev: str) -> str:
     """`rev`'s commit id, or a one-line error naming --base."""
     try:
-        return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").decode().strip()
+        return git_out(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").decode().strip()
     except SizeError:
         raise SizeError(f"--base: '{rev}' names no commit of this repository") from None
 
@@ -63,8 +63,8 @@ def resolve(repo: Path, rev: str) -> str:
 def committed_diff_bytes(repo: Path, base: str) -> int:
     """The `git diff --binary` text of every commit in base..HEAD, added up."""
     total = 0
-    for c in _git(repo, "rev-list", f"{base}..HEAD").decode().split():
-        total += len(_git(repo, "diff", "--binary", f"{c}^", c))
+    for c in git_out(repo, "rev-list", f"{base}..HEAD").decode().split():
+        total += len(git_out(repo, "diff", "--binary", f"{c}^", c))
     return total
 
 
@@ -72,8 +72,8 @@ def uncommitted_diff_bytes(repo: Path, exclude: Path | None = None) -> int:
     """The work tree's changes against HEAD: tracked ones as `git diff --binary`, untracked files at
     their base-85 size; paths under `exclude` (relative to the repository) are left out."""
     spec = ["--", "."] + ([f":(exclude){exclude.as_posix()}"] if exclude else [])
-    total = len(_git(repo, "diff", "--binary", "HEAD", *spec))
-    for name in _git(repo, "ls-files", "--others", "--exclude-standard", "-z", *spec).decode().split("\0"):
+    total = len(git_out(repo, "diff", "--binary", "HEAD", *spec))
+    for name in git_out(repo, "ls-files", "--others", "--exclude-standard", "-z", *spec).decode().split("\0"):
         if name and (repo / name).is_file():
             total += int(BASE85 * (repo / name).stat().st_size)
     return total
@@ -81,7 +81,7 @@ def uncommitted_diff_bytes(repo: Path, exclude: Path | None = None) -> int:
 
 def packed_bytes(repo: Path, base: str) -> int:
     """base..HEAD's objects packed as git sends them."""
-    return len(_git(repo, "pack-objects", "--revs", "--stdout", "-q", stdin=f"HEAD\n^{base}\n".encode()))
+    return len(git_out(repo, "pack-objects", "--revs", "--stdout", "-q", stdin=f"HEAD\n^{base}\n".encode()))
 
 
 def main(argv: list[str] | None = None) -> int:
