@@ -4,7 +4,7 @@ machine takes up the runs the last one carried and hands them on the same way:
     .venv/bin/python scripts/inflight.py list                   each cell, its carried runs, its store
     .venv/bin/python scripts/inflight.py resume NAME            import its committed and carried runs
                                                                 into RUNS/NAME, put its checkpoints back
-    .venv/bin/python scripts/inflight.py start NAME             its commands in the background (nice 19,
+    .venv/bin/python scripts/inflight.py start NAME [--workers N]  its commands in the background (nice 19,
                                                                 its autogroup at 19, a checkpoint every
                                                                 2 minutes), the log at RUNS/NAME.log
     .venv/bin/python scripts/inflight.py carry NAME [--checkpoints] [--ends]
@@ -125,12 +125,22 @@ def resume(cell: Cell, runs: Path) -> list[str]:
     return done
 
 
-def start(cell: Cell, runs: Path) -> int:
+def with_workers(words: list[str], workers: int | None) -> list[str]:
+    """`words` with --workers set to `workers` (as they are for None)."""
+    if workers is None:
+        return words
+    if "--workers" in words:
+        i = words.index("--workers")
+        return words[:i] + words[i + 2:] + ["--workers", str(workers)]
+    return words + ["--workers", str(workers)]
+
+
+def start(cell: Cell, runs: Path, workers: int | None = None) -> int:
     """The cell's commands, one after another, in the background in a session of their own at nice
     19 (and their autogroup at 19, so that a test suite beside them runs at full speed); returns its pid."""
     store = runs / cell.name
     store.mkdir(parents=True, exist_ok=True)
-    line = " && ".join(shlex.join(archsep(*shlex.split(c), "--no-progress", "--out", str(store)))
+    line = " && ".join(shlex.join(archsep(*with_workers(shlex.split(c), workers), "--no-progress", "--out", str(store)))
                        for c in cell.commands)
     env = dict(os.environ, ARCHSEP_CHECKPOINT_S=os.environ.get("ARCHSEP_CHECKPOINT_S", "120"))
     with open(runs / f"{cell.name}.log", "ab") as log:
@@ -158,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("resume", "start", "carry"):
         p = sub.add_parser(name)
         p.add_argument("cell")
+        if name == "start":
+            p.add_argument("--workers", type=int, help="the commands' --workers (default: as cells.toml has it)")
         if name == "carry":
             p.add_argument("--checkpoints", action="store_true", help="carry the store's checkpoints too")
             p.add_argument("--ends", action="store_true", help="and its kept ends (with --checkpoints)")
@@ -180,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(line)
             print("then: python scripts/inflight.py start " + cell.name)
         elif a.what == "start":
-            print(f"{cell.name}: started, pid {start(cell, a.runs)}, log {a.runs / (cell.name + '.log')}")
+            if a.workers is not None and a.workers < 1:
+                raise CellError(f"--workers: {a.workers}; allowed: 1 or more")
+            print(f"{cell.name}: started, pid {start(cell, a.runs, a.workers)}, log {a.runs / (cell.name + '.log')}")
         else:
             return carry(cell, a.runs, a.checkpoints, a.ends)
     except (CellError, ArchsepError) as e:

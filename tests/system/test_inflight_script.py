@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -93,3 +94,23 @@ def test_resume_imports_a_cells_runs_and_checkpoints_and_carry_then_changes_noth
     assert (here / "c.jsonl").read_text() == before  # nothing new: nothing changed
     assert "0 more than before" in capsys.readouterr().out
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_start_runs_the_cells_commands_in_the_background_at_nice_19_into_its_store_and_log(tmp_path, monkeypatch):
+    mod = _script()
+    assert mod.with_workers(["sweep", "s.toml", "--workers", "1"], 2) == ["sweep", "s.toml", "--workers", "2"]
+    assert mod.with_workers(["sweep", "s.toml"], None) == ["sweep", "s.toml"]
+    monkeypatch.setattr(mod, "ROOT", tmp_path)  # the commands run from here
+    (tmp_path / "s.toml").write_text("not a sweep file [")
+    cell = mod.Cell(name="c", issue=1, what="x", committed=(), carried="c.jsonl",
+                    commands=("sweep s.toml --workers 1",))
+    runs = tmp_path / "runs"
+    pid = mod.start(cell, runs, workers=2)
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # ended, not reaped: its /proc entry stays
+    niceness = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 2  # archsep's one-line error for the damaged sweep file, its exit code
+    assert niceness == 19
+    log = (runs / "c.log").read_text().strip().splitlines()
+    assert len(log) == 1 and "s.toml" in log[0]
+    assert (runs / "c").is_dir()
