@@ -9,6 +9,15 @@ machine takes up the runs the last one carried and hands them on the same way:
                                                                 2 minutes), the log at RUNS/NAME.log
     .venv/bin/python scripts/inflight.py carry NAME [--checkpoints] [--ends]
                                                                 scripts/carry.py with the cell's files
+    .venv/bin/python scripts/inflight.py finish NAME            its store's new runs into its results
+                                                                folder's runs.jsonl, its outputs made
+                                                                again there from the committed files
+                                                                alone, the results pages written
+
+`finish` is for a cell whose commands are done: a store rebuilt in a temporary folder from the
+committed files (its results' runs.jsonl now among them) gives the outputs (`finish` in cells.toml,
+run with --finished-only), so the committed files are checked to hold every run they rest on. The
+PROVENANCE, the prose and the cell's row, file and entry here stay yours to write and remove.
 
 RUNS is --runs (default /work/runs). `resume` never replaces a checkpoint the store already has
 (the store's own is as new or newer), and imports only what the store lacks. `carry` takes the
@@ -22,18 +31,20 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from archsep.errors import ArchsepError
+from archsep.reporting import results_page
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import carry as carry_script  # noqa: E402  (the script beside this one)
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "docs" / "results" / "in-flight"
-FIELDS = {"name", "issue", "what", "committed", "carried", "commands", "queued"}
+FIELDS = {"name", "issue", "what", "committed", "carried", "commands", "queued", "results", "finish"}
 
 
 class CellError(Exception):
@@ -49,6 +60,8 @@ class Cell:
     carried: str
     commands: tuple[str, ...]
     queued: bool = True
+    results: str = ""  # the committed results folder its runs end in
+    finish: str = ""  # the archsep command that writes its outputs there (with --finished-only)
 
     def files(self) -> list[Path]:
         """What `resume` imports, in order: the committed files, then the carried one (if any)."""
@@ -72,11 +85,13 @@ def read_cells(path: Path | None = None) -> list[Cell]:
                             f"; allowed: {', '.join(sorted(FIELDS))}")
         try:
             cell = Cell(name=raw["name"], issue=raw["issue"], what=raw["what"], committed=tuple(raw["committed"]),
-                        carried=raw["carried"], commands=tuple(raw["commands"]), queued=raw.get("queued", True))
+                        carried=raw["carried"], commands=tuple(raw["commands"]), queued=raw.get("queued", True),
+                        results=raw.get("results", ""), finish=raw.get("finish", ""))
         except KeyError as e:
             raise CellError(f"{where}: field {e} missing") from None
         strings = [cell.name, cell.what, cell.carried, *cell.committed, *cell.commands]
         if not all(isinstance(s, str) and s for s in strings) or not isinstance(cell.issue, int) \
+                or not isinstance(cell.results, str) or not isinstance(cell.finish, str) \
                 or not isinstance(cell.queued, bool) or not cell.commands:
             raise CellError(f"{where}: name, what, carried, committed and commands are (lists of) text, issue a "
                             "number, queued true or false, and commands not empty")
@@ -160,12 +175,40 @@ def carry(cell: Cell, runs: Path, checkpoints: bool, ends: bool) -> int:
     return carry_script.main(argv)
 
 
+def finish(cell: Cell, runs: Path) -> list[str]:
+    """The cell's results folder made from its store (see the module's docstring); returns what was done."""
+    if not (cell.results and cell.finish):
+        raise CellError(f"{cell.name}: cells.toml gives it no results and finish to write its outputs with")
+    results = ROOT / cell.results
+    runs_file = results / "runs.jsonl"
+    others = [ROOT / f for f in cell.committed if ROOT / f != runs_file]
+    if carry_script.main([str(runs / cell.name), str(runs_file), "--committed", *map(str, others)]) != 0:
+        raise CellError(f"{cell.name}: its runs could not be carried into {cell.results}/runs.jsonl (the line above)")
+    done = []
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "store"
+        for f in others + [runs_file]:
+            p = subprocess.run(archsep("import", str(f), "--out", str(store)), capture_output=True, text=True)
+            if p.returncode != 0:
+                raise CellError(f"{cell.name}: import {f.name}: {(p.stderr.strip().splitlines() or ['failed'])[-1]}")
+        p = subprocess.run(archsep(*shlex.split(cell.finish), "--finished-only", "--no-progress", "--out", str(store)),
+                           capture_output=True, text=True, cwd=ROOT)
+        if p.returncode != 0:
+            raise CellError(f"{cell.name}: {cell.finish}: {(p.stderr.strip().splitlines() or ['failed'])[-1]}")
+        for f in sorted(store.iterdir()):
+            if f.is_file() and not f.is_symlink() and not f.name.startswith("archsep.db"):
+                carry_script.copy_file(f, results / f.name, "results")
+                done.append(f.name)
+    page = results_page.write(ROOT / "docs" / "results")
+    return [f"{cell.results}: {', '.join(done)} made again from the committed runs", f"wrote {page}"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=Path, default=Path("/work/runs"), help="the folder of the stores")
     sub = ap.add_subparsers(dest="what", required=True)
     sub.add_parser("list", help="each cell, its carried runs and checkpoints, its store here")
-    for name in ("resume", "start", "carry"):
+    for name in ("resume", "start", "carry", "finish"):
         p = sub.add_parser(name)
         p.add_argument("cell")
         if name == "start":
@@ -195,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
             if a.workers is not None and a.workers < 1:
                 raise CellError(f"--workers: {a.workers}; allowed: 1 or more")
             print(f"{cell.name}: started, pid {start(cell, a.runs, a.workers)}, log {a.runs / (cell.name + '.log')}")
+        elif a.what == "finish":
+            for line in finish(cell, a.runs):
+                print(line)
+            print("then: its PROVENANCE, the prose, and its row, carried file, checkpoints and cells.toml entry here")
         else:
             return carry(cell, a.runs, a.checkpoints, a.ends)
     except (CellError, ArchsepError) as e:

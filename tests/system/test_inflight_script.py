@@ -15,6 +15,7 @@ import pytest
 
 from archsep.experiments.base import EXPERIMENTS
 from archsep.store import open_store
+from archsep.store.transfer import import_rows, read_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "docs" / "results" / "lookup-fig2-search-steps" / "runs.jsonl"
@@ -114,3 +115,35 @@ def test_start_runs_the_cells_commands_in_the_background_at_nice_19_into_its_sto
     log = (runs / "c.log").read_text().strip().splitlines()
     assert len(log) == 1 and "s.toml" in log[0]
     assert (runs / "c").is_dir()
+
+
+def test_finish_carries_the_new_runs_and_makes_the_outputs_again_from_the_committed_files(tmp_path, monkeypatch):
+    """mamba-width's committed search at N = 20, its last 5 runs only in the store: `finish` appends
+    them to the results' runs.jsonl and writes the same claims as the committed summary."""
+    mod = _script()
+    committed = ROOT / "docs" / "results" / "mamba-width-search"
+    lines = (committed / "runs.jsonl").read_text().splitlines()
+    root = tmp_path / "repo"
+    results = root / "docs" / "results" / "mw"
+    results.mkdir(parents=True)
+    (results / "runs.jsonl").write_text("".join(line + "\n" for line in lines[:-5]))
+    (results / "PROVENANCE").write_text((committed / "PROVENANCE").read_text())
+    monkeypatch.setattr(mod, "ROOT", root)
+    runs = tmp_path / "runs"
+    with open_store(runs / "mw") as s:
+        import_rows(s, read_rows(committed / "runs.jsonl"))
+    cell = mod.Cell(name="mw", issue=52, what="x", committed=("docs/results/mw/runs.jsonl",), carried="mw.jsonl",
+                    commands=("reproduce mamba-width --scale search --at 20",), results="docs/results/mw",
+                    finish="reproduce mamba-width --scale search --at 20")
+    done = mod.finish(cell, runs)
+    out = (results / "runs.jsonl").read_text().splitlines()
+    assert out[:-5] == lines[:-5]  # its lines kept as they were
+    ids = [json.loads(line)["run_id"] for line in out]
+    assert sorted(ids[-5:]) == sorted(json.loads(line)["run_id"] for line in lines[-5:])  # the 5 appended
+    new, old = (json.loads((d / "summary.json").read_text()) for d in (results, committed))
+    assert [(c["text"], c["held"]) for c in new["claims"]] == [(c["text"], c["held"]) for c in old["claims"]]
+    assert (root / "docs" / "results" / "README.md").is_file() and "mw" in done[0]
+    assert not list(results.glob("archsep.db*")) and not list(tmp_path.rglob("*.tmp"))
+    missing = mod.Cell(name="mw", issue=52, what="x", committed=(), carried="mw.jsonl", commands=("sweep s.toml",))
+    with pytest.raises(mod.CellError, match="no results and finish"):
+        mod.finish(missing, runs)
