@@ -164,6 +164,8 @@ def test_a_sweep_killed_mid_run_resumes_from_its_checkpoint_with_the_same_row(tm
     # which trial it is: two trials of one family differ only in these
     assert f"{json.dumps(c['model_params'], sort_keys=True)} lr={c['lr']:g} seed=" in text and c["lr"] > 0
     assert c["best"] is not None and f"its best held-out metric so far {c['best']:.4g} at step {c['best_step']}" in text
+    per_min = 60 * c["step"] / c["elapsed"]  # its pace so far, and what is left at that pace
+    assert f", {per_min:.3g} steps a minute over its " in text and " to go at that pace" in text
     dry = subprocess.run([*cmd, str(out), "--dry-run"], env=e, capture_output=True, text=True, timeout=120).stdout
     assert "1 go on from a checkpoint" in dry
     assert sorted((q.name, q.stat().st_mtime_ns) for q in (out / "checkpoints").rglob("*")) == before
@@ -274,23 +276,27 @@ def test_status_reads_each_runs_best_evaluation_so_far_from_its_groups_checkpoin
         if len(saves) == 4:
             raise KeyboardInterrupt
     monkeypatch.setattr(checkpoint, "save", stop_after_the_fourth)
+    started = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
         train_many(cfgs, checkpoints=ck)
     monkeypatch.undo()
     got = checkpoint.group_progress(ck, [(c.run_id, c.to_dict()) for c in cfgs])
+    elapsed = torch.load(ck.path(cfgs[0].run_id), weights_only=True)["state"]["elapsed"]
+    assert 0 < elapsed < time.perf_counter() - started  # the group's training time, as saved
     upto = saves[-1] * cfgs[0].train.batch_size
     for c, r in zip(cfgs, plain):
         seen = [(m, n) for n, m in r.curve if n <= upto]
         best = min(m for m, _ in seen)
         assert got[c.run_id] == {"step": saves[-1], "best": best,
-                                 "best_samples": min(n for m, n in seen if m == best)}
+                                 "best_samples": min(n for m, n in seen if m == best), "elapsed": elapsed}
     assert len({g["best"] for g in got.values()}) > 1  # each seed its own, not the group's first
     saved = torch.load(ck.path(cfgs[0].run_id), weights_only=True)
     saved["state"]["tracks"][1]["best"] = ["junk", 3]
+    saved["state"]["elapsed"] = float("nan")
     torch.save(saved, ck.path(cfgs[0].run_id))
     again = checkpoint.group_progress(ck, [(c.run_id, c.to_dict()) for c in cfgs])
     assert again[cfgs[1].run_id]["best"] is None and again[cfgs[1].run_id]["step"] == saves[-1]
-    assert again[cfgs[0].run_id] == got[cfgs[0].run_id]
+    assert again[cfgs[0].run_id] == {**got[cfgs[0].run_id], "elapsed": None}  # no pace from a damaged time
     # the CLI's status prints it
     from archsep.cli.sweep import _checkpointed
 

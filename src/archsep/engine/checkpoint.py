@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import pickle
 import warnings
 import zipfile
@@ -221,15 +222,16 @@ def discard_ends(ck: Checkpoints, cfgs: Sequence[RunConfig]) -> None:
             p.unlink(missing_ok=True)
 
 
-def _saved(ck: Checkpoints, run_id: str, config: dict) -> tuple[int | None, list, list]:
+def _saved(ck: Checkpoints, run_id: str, config: dict) -> tuple[int | None, list, list, float | None]:
     """The step the checkpoint of run `run_id` (`config` as stored; the first run of its group)
-    was saved at, the configs of that group (as JSON has them) and each one's best full
-    evaluation so far ((metric, samples), or None: `_best`); (None, [], []) where there is none
-    of that run's. Reads the file mapped, read-only: a large checkpoint costs only the few values
+    was saved at, the configs of that group (as JSON has them), each one's best full evaluation
+    so far ((metric, samples), or None: `_best`) and the seconds the group had trained by then,
+    over every part (None where not well formed); (None, [], [], None) where there is none of
+    that run's. Reads the file mapped, read-only: a large checkpoint costs only the few values
     read from it; a run id that is not a plain name is never made a path."""
     path = ck.path(run_id) if isinstance(run_id, str) and run_id.isalnum() else None
     if path is None or not path.is_file():
-        return None, [], []
+        return None, [], [], None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -238,12 +240,14 @@ def _saved(ck: Checkpoints, run_id: str, config: dict) -> tuple[int | None, list
         mine = json.loads(json.dumps(config))  # as JSON has it (tuples as lists)
         step = saved["state"]["step"] if isinstance(group, list) and group[:1] == [mine] else None
         tracks = saved["state"].get("tracks") if step is not None else None
+        elapsed = saved["state"].get("elapsed") if step is not None else None
     except UNREADABLE:
-        return None, [], []
+        return None, [], [], None
     if not isinstance(step, int) or isinstance(step, bool) or step <= 0 or not isinstance(group, list):
-        return None, [], []
+        return None, [], [], None
     bests = [_best(t) for t in tracks] if isinstance(tracks, list) and len(tracks) == len(group) else []
-    return step, group, bests or [None] * len(group)
+    seconds = elapsed if isinstance(elapsed, float) and math.isfinite(elapsed) and elapsed > 0 else None
+    return step, group, bests or [None] * len(group), seconds
 
 
 def _best(track: Any) -> tuple[float, int] | None:
@@ -270,21 +274,22 @@ def group_steps(ck: Checkpoints, runs: Sequence[tuple[str, dict]]) -> dict[str, 
 
 def group_progress(ck: Checkpoints, runs: Sequence[tuple[str, dict]]) -> dict[str, dict[str, Any]]:
     """Run id -> {"step": the step its group's checkpoint was saved at, "best": its best full
-    evaluation's metric so far or None, "best_samples": the samples it was at}, for (run id,
+    evaluation's metric so far or None, "best_samples": the samples it was at, "elapsed": the
+    seconds its group had trained by then, every part counted, or None}, for (run id,
     config as stored) pairs (`archsep status` reads them from the store): every run a checkpoint
     names gets its own, not only the first one, whose id names the file (seeds stacked into one
     computation go on together)."""
     ids = {json.dumps(json.loads(json.dumps(cfg)), sort_keys=True): rid for rid, cfg in runs}
     out: dict[str, dict[str, Any]] = {}
     for rid, cfg in runs:
-        step, group, bests = _saved(ck, rid, cfg)
+        step, group, bests, elapsed = _saved(ck, rid, cfg)
         if step is None:
             continue
         for g, best in zip(group, bests):
             other = ids.get(json.dumps(g, sort_keys=True))
             if other is not None:
                 out[other] = {"step": step, "best": best[0] if best else None,
-                              "best_samples": best[1] if best else None}
+                              "best_samples": best[1] if best else None, "elapsed": elapsed}
     return out
 
 
