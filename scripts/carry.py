@@ -154,25 +154,28 @@ def mirror(here: dict[str, Path], dest: Path) -> list[str]:
     return copied
 
 
-def over_budget(checkpoints: Path, parts: list[tuple[dict[str, Path], Path]], budget_mb: float) -> str:
+def over_budget(checkpoints: Path, parts: list[tuple[dict[str, Path], Path]], budget_mb: float) -> tuple[str, str]:
     """Why carrying `parts` (files, into a folder under `checkpoints`) would take the submission's
-    diffs past `budget_mb` MiB ('' while it would not, or where no git work tree holds them)."""
+    diffs past `budget_mb` MiB ('' while it would not, or where no git work tree holds them), and
+    where the submission's diffs stand with them ('' where no git work tree holds them)."""
     repo = submission_size.top(checkpoints.resolve())
     if repo is None:
-        return ""
+        return "", ""
     try:
         rel = checkpoints.resolve().relative_to(repo)
         base = submission_size.base_commit(repo)
         now = submission_size.committed_diff_bytes(repo, base) + submission_size.uncommitted_diff_bytes(repo, rel)
         add = sum(carry_cost(repo, dest, files) for files, dest in parts)
     except submission_size.SizeError as e:
-        return f"the submission's size cannot be told ({e}), so none is risked"
+        return f"the submission's size cannot be told ({e}), so none is risked", ""
+    stand = (f"the submission's diffs since {base[:7]}, the work tree's changes and these checkpoints "
+             f"included: {(now + add) / 2**20:.1f} MiB of {submission_size.DIFF_LIMIT / 2**20:.0f} MiB")
     if (now + add) / 2**20 <= budget_mb:
-        return ""
+        return "", stand
     return (f"the commits since {base[:7]} and the work tree's other changes weigh {now / 2**20:.1f} MiB of "
             f"diffs as text, these checkpoints {add / 2**20:.1f} MiB more, past --diff-budget-mb "
             f"{budget_mb:g} (a submission past 256 MiB is refused whole: scripts/submission_size.py); "
-            "the runs are carried, the checkpoints left as they were")
+            "the runs are carried, the checkpoints left as they were"), stand
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,10 +209,12 @@ def main(argv: list[str] | None = None) -> int:
             parts = [(*chosen(a.store / "checkpoints", max_bytes), a.checkpoints)]
             if a.ends:
                 parts.append((*chosen(a.store / "checkpoints" / "ends", max_bytes, wanted), a.checkpoints / "ends"))
-            over = over_budget(a.checkpoints, [(here, dest) for here, _, dest in parts], a.diff_budget_mb)
+            over, stand = over_budget(a.checkpoints, [(here, dest) for here, _, dest in parts], a.diff_budget_mb)
             if over:
                 print(f"{a.checkpoints}: no checkpoint carried: {over}")
                 return 0
+            if stand:
+                print(stand)
             for here, too_big, dest in parts:
                 copied = mirror(here, dest)
                 print(f"{dest}: {len(copied)} checkpoint(s)" + (f"; over {a.max_mb:g} MB, left out: "

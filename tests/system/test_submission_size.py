@@ -83,6 +83,7 @@ def test_a_carry_past_its_budget_carries_the_runs_and_no_checkpoint(tmp_path, ca
     assert "no checkpoint carried" in capsys.readouterr().out
     assert carry.main(argv + ["--diff-budget-mb", "0.5"]) == 0
     assert (dest / "r.pt").read_bytes() == ck
+    assert "MiB of 256 MiB" in capsys.readouterr().out  # where the submission stands
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "carry")
     assert carry.carry_cost(repo, dest, {"r.pt": store / "checkpoints" / "r.pt"}) == 0  # unchanged: nothing
