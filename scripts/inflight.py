@@ -27,6 +27,7 @@ A bad name or a damaged cells file is one line and exit 2.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
@@ -203,6 +204,23 @@ def finish(cell: Cell, runs: Path) -> list[str]:
     return [f"{cell.results}: {', '.join(done)} made again from the committed runs", f"wrote {page}"]
 
 
+def store_line(store: Path) -> str:
+    """Where a cell's store stands here: its finished and pending runs, and each run in progress
+    with its step and pace (`archsep status --json`), or 'not here'."""
+    if not (store / "archsep.db").is_file():
+        return "not here"
+    p = subprocess.run(archsep("status", str(store), "--json"), capture_output=True, text=True)
+    try:
+        st = json.loads(p.stdout)
+        line = f"here, {int(st['finished'])} finished, {int(st['pending'])} pending"
+        for c in st["checkpoints"]:
+            pace = f", {60 * c['step'] / c['elapsed']:.3g} steps a minute" if c.get("elapsed") else ""
+            line += f"; {c['label']} seed {c['seed']} at step {c['step']} of {c['steps']}{pace}"
+    except (ValueError, TypeError, KeyError, ZeroDivisionError):
+        return f"here ({(p.stderr.strip().splitlines() or ['status unreadable'])[-1]})"
+    return line
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=Path, default=Path("/work/runs"), help="the folder of the stores")
@@ -225,9 +243,8 @@ def main(argv: list[str] | None = None) -> int:
                 n = sum(1 for line in f.read_text().splitlines() if line.strip()) if f.is_file() else 0
                 ck = HERE / "checkpoints" / c.name
                 cks = len(list(ck.glob("*.pt"))) + len(list((ck / "ends").glob("*.pt"))) if ck.is_dir() else 0
-                store = a.runs / c.name / "archsep.db"
                 print(f"{c.name} (issue {c.issue}{'' if c.queued else ', not queued'}): {c.what}; {n} run(s) "
-                      f"carried, {cks} checkpoint(s); store {'here' if store.is_file() else 'not here'}")
+                      f"carried, {cks} checkpoint(s); store {store_line(a.runs / c.name)}")
             return 0
         cell = find(cells, a.cell)
         if a.what == "resume":

@@ -90,6 +90,9 @@ def test_resume_imports_a_cells_runs_and_checkpoints_and_carry_then_changes_noth
         assert s.finished_ids() == {json.loads(line)["run_id"] for line in lines}
     assert (store / "checkpoints" / "r.pt").read_bytes() == b"the store's own, newer"  # never replaced
     assert (store / "checkpoints" / "ends" / "e-1000.pt").read_bytes() == b"end"
+    assert mod.main(["--runs", str(runs), "list"]) == 0
+    assert "c (issue 1): a cell; 2 run(s) carried, 2 checkpoint(s); store here, 4 finished, 0 pending" \
+        in capsys.readouterr().out
     before = (here / "c.jsonl").read_text()
     assert mod.main(["--runs", str(runs), "carry", "c"]) == 0
     assert (here / "c.jsonl").read_text() == before  # nothing new: nothing changed
