@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archsep.errors import ArchsepError
-from archsep.reporting import results_page
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import carry as carry_script  # noqa: E402  (the script beside this one)
@@ -84,12 +83,14 @@ def read_cells(path: Path | None = None) -> list[Cell]:
         if not isinstance(raw, dict) or set(raw) - FIELDS:
             raise CellError(f"{where}: unknown field(s) {sorted(set(raw) - FIELDS) if isinstance(raw, dict) else raw!r}"
                             f"; allowed: {', '.join(sorted(FIELDS))}")
-        try:
-            cell = Cell(name=raw["name"], issue=raw["issue"], what=raw["what"], committed=tuple(raw["committed"]),
-                        carried=raw["carried"], commands=tuple(raw["commands"]), queued=raw.get("queued", True),
-                        results=raw.get("results", ""), finish=raw.get("finish", ""))
-        except KeyError as e:
-            raise CellError(f"{where}: field {e} missing") from None
+        missing = sorted({"name", "issue", "what", "committed", "carried", "commands"} - set(raw))
+        if missing:
+            raise CellError(f"{where}: field '{missing[0]}' missing")
+        if not all(isinstance(raw[f], list) for f in ("committed", "commands")):
+            raise CellError(f"{where}: committed and commands are lists of text")
+        cell = Cell(name=raw["name"], issue=raw["issue"], what=raw["what"], committed=tuple(raw["committed"]),
+                    carried=raw["carried"], commands=tuple(raw["commands"]), queued=raw.get("queued", True),
+                    results=raw.get("results", ""), finish=raw.get("finish", ""))
         strings = [cell.name, cell.what, cell.carried, *cell.committed, *cell.commands]
         if not all(isinstance(s, str) and s for s in strings) or not isinstance(cell.issue, int) \
                 or not isinstance(cell.results, str) or not isinstance(cell.finish, str) \
@@ -99,6 +100,11 @@ def read_cells(path: Path | None = None) -> list[Cell]:
         if not cell.name.replace("-", "").isalnum() or "/" in cell.carried or ".." in cell.carried:
             raise CellError(f"{where}: name '{cell.name}' and carried '{cell.carried}' are plain names "
                             "(letters, digits, '-'; the carried file here, no folders)")
+        inside = [f for f in (*cell.committed, *([cell.results] if cell.results else []))
+                  if not f.startswith("docs/results/") or ".." in Path(f).parts]
+        if inside:
+            raise CellError(f"{where}: committed and results are paths under docs/results/ without '..', "
+                            f"not {inside[0]!r}")
         if cell.name in {c.name for c in cells}:
             raise CellError(f"{where}: name '{cell.name}' twice")
         cells.append(cell)
@@ -200,6 +206,8 @@ def finish(cell: Cell, runs: Path) -> list[str]:
             if f.is_file() and not f.is_symlink() and not f.name.startswith("archsep.db"):
                 carry_script.copy_file(f, results / f.name, "results")
                 done.append(f.name)
+    from archsep.reporting import results_page
+
     page = results_page.write(ROOT / "docs" / "results")
     return [f"{cell.results}: {', '.join(done)} made again from the committed runs", f"wrote {page}"]
 

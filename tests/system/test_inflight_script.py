@@ -57,6 +57,13 @@ def test_a_damaged_cells_file_or_an_unknown_cell_is_one_line(tmp_path, capsys):
                    'commands = ["sweep s.toml"]\n')
     with pytest.raises(mod.CellError, match="plain names"):
         mod.read_cells(bad)
+    for field, value in (("committed", '"docs/results/x/runs.jsonl"'), ("committed", '["../../elsewhere.jsonl"]'),
+                         ("results", '"docs/results/../../x"')):
+        more = "committed = []\n" if field == "results" else ""
+        bad.write_text(f'[[cell]]\nname = "a"\nissue = 1\nwhat = "x"\ncarried = "a.jsonl"\n'
+                       f'commands = ["sweep s.toml"]\n{field} = {value}\n{more}')
+        with pytest.raises(mod.CellError, match="lists of|under docs/results"):
+            mod.read_cells(bad)
     bad.write_text("[[cell]\n")
     with pytest.raises(mod.CellError, match="cannot be read"):
         mod.read_cells(bad)
