@@ -122,16 +122,24 @@ def archsep(*args: str) -> list[str]:
     return [sys.executable, "-m", "archsep", *args]
 
 
+def last_line(text: str, default: str = "failed") -> str:
+    return (text.strip().splitlines() or [default])[-1]
+
+
+def import_file(cell: Cell, f: Path, store: Path) -> str:
+    """`archsep import f --out store`; its last line, or a CellError with its error."""
+    if not f.is_file():
+        raise CellError(f"{cell.name}: committed file '{f.relative_to(ROOT)}' is missing")
+    p = subprocess.run(archsep("import", str(f), "--out", str(store)), capture_output=True, text=True)
+    if p.returncode != 0:
+        raise CellError(f"{cell.name}: import {f.name}: {last_line(p.stderr)}")
+    return last_line(p.stdout, "")
+
+
 def resume(cell: Cell, runs: Path) -> list[str]:
     """Import the cell's runs into its store and put its checkpoints back; returns what was done."""
-    store, done = runs / cell.name, []
-    for f in cell.files():
-        if not f.is_file():
-            raise CellError(f"{cell.name}: committed file '{f.relative_to(ROOT)}' is missing")
-        p = subprocess.run(archsep("import", str(f), "--out", str(store)), capture_output=True, text=True)
-        if p.returncode != 0:
-            raise CellError(f"{cell.name}: import {f.name}: {(p.stderr.strip().splitlines() or ['failed'])[-1]}")
-        done.append(f"{f.relative_to(ROOT)}: {(p.stdout.strip().splitlines() or [''])[-1]}")
+    store = runs / cell.name
+    done = [f"{f.relative_to(ROOT)}: {import_file(cell, f, store)}" for f in cell.files()]
     for sub in ("", "ends"):
         src, dest = HERE / "checkpoints" / cell.name / sub, store / "checkpoints" / sub
         files = sorted(p for p in src.glob("*.pt") if p.is_file() and not p.is_symlink()) if src.is_dir() else []
@@ -195,13 +203,11 @@ def finish(cell: Cell, runs: Path) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"
         for f in others + [runs_file]:
-            p = subprocess.run(archsep("import", str(f), "--out", str(store)), capture_output=True, text=True)
-            if p.returncode != 0:
-                raise CellError(f"{cell.name}: import {f.name}: {(p.stderr.strip().splitlines() or ['failed'])[-1]}")
+            import_file(cell, f, store)
         p = subprocess.run(archsep(*shlex.split(cell.finish), "--finished-only", "--no-progress", "--out", str(store)),
                            capture_output=True, text=True, cwd=ROOT)
         if p.returncode != 0:
-            raise CellError(f"{cell.name}: {cell.finish}: {(p.stderr.strip().splitlines() or ['failed'])[-1]}")
+            raise CellError(f"{cell.name}: {cell.finish}: {last_line(p.stderr)}")
         for f in sorted(store.iterdir()):
             if f.is_file() and not f.is_symlink() and not f.name.startswith("archsep.db"):
                 carry_script.copy_file(f, results / f.name, "results")
@@ -225,7 +231,7 @@ def store_line(store: Path) -> str:
             pace = f", {60 * c['step'] / c['elapsed']:.3g} steps a minute" if c.get("elapsed") else ""
             line += f"; {c['label']} seed {c['seed']} at step {c['step']} of {c['steps']}{pace}"
     except (ValueError, TypeError, KeyError, ZeroDivisionError):
-        return f"here ({(p.stderr.strip().splitlines() or ['status unreadable'])[-1]})"
+        return f"here ({last_line(p.stderr, 'status unreadable')})"
     return line
 
 
