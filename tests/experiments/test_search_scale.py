@@ -377,3 +377,22 @@ def test_a_control_with_seeds_missing_fails_only_where_they_could_not_lift_it():
     for preset in ("dyck-fig2", "equality-fig4"):
         assert from_experiment(preset, "search").search.settle is not None
     assert from_experiment("mamba-width", "search").search.settle is None
+
+
+def test_the_lookup_search_claims_every_length_done_so_where_a_family_falls_behind_shows():
+    """Lookup's search scales claim at each length past the controls', not only the longest:
+    a family level with TF-(1,64) at N = 100 and far below it at 200 reads "did not hold" at 100
+    and "held" at 200 (the committed walk with ties: LinTF at 95.0% vs 96.4%, then 63.6% vs
+    91.1%); a length whose cells are not finished reads "no verdict" there and decides nothing
+    at the others. Each length has its baseline claim."""
+    acc = {("LinTF", 100): 0.96, ("TF-(1,64)", 100): 0.961, ("LinTF", 200): 0.64, ("TF-(1,64)", 200): 0.91}
+    claims = _search_claims("lookup-fig2", {**acc, **{(f, N): 0.1 for f in ("LSTM", "Mamba", "DSS", "RetNet")
+                                                     for N in (100, 200)}}, Ns=(20, 50, 100, 200),
+                            missing=(("LinTF", 50),))
+    assert [N for t in claims for N in (50, 100, 200) if t.startswith(f"N={N}: TF-(1,64) above")] == [50, 100, 200]
+    assert _held(claims, "N=100: LinTF below TF-(1,64)") is False
+    assert _held(claims, "N=200: LinTF below TF-(1,64)") is True
+    assert _held(claims, "no verdict (fewer than 2 seeds): N=50: LinTF below TF-(1,64)") is None
+    assert _held(claims, "N=100: Mamba below TF-(1,64)") is True
+    order = [t for t in claims if t.startswith("N=")]
+    assert order == sorted(order, key=lambda t: int(t[2:t.index(":")]))  # shortest first

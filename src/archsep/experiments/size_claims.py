@@ -117,17 +117,21 @@ class SizeClaims:
             return Claim("ordering", f"no verdict (fewer than 2 seeds): {text}", None, values)
         return Claim("ordering", text, hw < lb, values)
 
-    def versus(self, s: _Lengths, tf: str, recurrent: tuple[str, ...], variant: str = "") -> list[Claim]:
+    def versus(self, s: _Lengths, tf: str, recurrent: tuple[str, ...], variant: str = "",
+               every_length: bool = False) -> list[Claim]:
         """A Transformer against recurrent arms under the fair protocol: each arm's positive control
-        at the shortest length; at the longest, `tf` above the best trivial baseline (of the task
-        variant `variant`) and each recurrent arm below `tf` (intervals over seeds; no verdict for
-        an arm whose control failed: falling short at the longest length would say nothing about
-        the length). In that order: the controls (`tf` first), the baseline claim, then one `below`
-        per recurrent arm."""
-        lo, hi = min(s.Ns), max(s.Ns)
+        at the shortest length; at the longest (at every longer one with `every_length`, shortest
+        first: a search's lengths, so that where an arm falls behind can be seen), `tf` above the
+        best trivial baseline (of the task variant `variant`) and each recurrent arm below `tf`
+        (intervals over seeds; no verdict for an arm whose control failed: falling short at a
+        longer length would say nothing about the length). In that order: the controls (`tf`
+        first), then per length the baseline claim and one `below` per recurrent arm."""
+        Ns = sorted(set(s.Ns))
+        lo, longer = Ns[0], (Ns[1:] if every_length else Ns[-1:])
         controls = {lab: self.control(lab, lo) for lab in (tf, *recurrent)}
-        return [*controls.values(), self.beats_baseline(tf, hi, controls[tf], variant),
-                *(self.below(lab, tf, hi, controls[lab]) for lab in recurrent)]
+        return [*controls.values(),
+                *(c for N in longer for c in (self.beats_baseline(tf, N, controls[tf], variant),
+                                              *(self.below(lab, tf, N, controls[lab]) for lab in recurrent)))]
 
     def reads(self, label: str, N: int, control: Claim, test: str, what: str, blind: str,
               level: float = CONTROL) -> Claim:

@@ -132,10 +132,10 @@ class LookupFig2(SizeExperiment):
               "full")
 
     def claims(self, table: dict, s: SizeScale | SearchScale) -> list[Claim]:
-        if isinstance(s, SearchScale):  # the same claims, on each family's winner (at the lengths done)
+        if isinstance(s, SearchScale):  # the same claims, on each family's winner, at every length done
             if len(s.Ns) < 2:
                 return [self.control(lab, min(s.Ns)) for lab in (s.tf, *s.families)]
-            out = self.versus(s, s.tf, s.families)
+            out = self.versus(s, s.tf, s.families, every_length=True)
             return out + ([self.reaches(s.tf, max(s.Ns), out[0])] if max(s.Ns) >= 400 else [])
         if self.scale_name(s) in ("cpu", "paper-n"):
             return self.fair_claims(s)
