@@ -6,7 +6,8 @@ search's store, where the search then reuses it; nothing else changes.
     .venv/bin/python scripts/search_next.py PRESET SCALE STORE --at N --label L [--label L ...]
                                             [--limit K] [--workers W] [--dry-run]
 
-The store is replayed (`sweeps.search.walk`) as the search would walk it: a cell whose rung lacks
+The store is replayed (`sweeps.search.walk`) as the search would walk it, without the cells no
+claim can use (`reproduce.without_unused`, as the search leaves them out): a cell whose rung lacks
 runs stops there, and those missing runs are what it trains next; with --label only those cells'
 (each cell's name is its arm's label, with " N=..." where the search has several lengths), in the
 walk's order, the first K with --limit. --dry-run lists them and trains nothing. Train it beside
@@ -22,6 +23,7 @@ from pathlib import Path
 from archsep.config import RunConfig
 from archsep.errors import ArchsepError
 from archsep.experiments import EXPERIMENTS
+from archsep.experiments.reproduce import without_unused
 from archsep.experiments.size_search import SearchScale, search_sweep
 from archsep.results import RunResult
 from archsep.store import open_store
@@ -80,15 +82,17 @@ def main(argv: list[str] | None = None) -> int:
             at = [int(x) for x in a.at.split(",")]
         except ValueError:
             raise ArchsepError(f"at: '{a.at}' is not a length; allowed: {', '.join(map(str, scale.Ns))}") from None
-        search = search_sweep(a.preset, a.scale, scale, at).search
-        assert search is not None
-        labels = {cell.name.split(" ")[0] for cell in search.cells}
+        sweep = search_sweep(a.preset, a.scale, scale, at)
+        assert sweep.search is not None
+        labels = {cell.name.split(" ")[0] for cell in sweep.search.cells}
         bad = [lab for lab in a.label if lab not in labels]
         if bad:
             raise ArchsepError(f"label: '{bad[0]}' is not an arm of {a.preset} --scale {a.scale}; "
                                f"allowed: {', '.join(sorted(labels))}")
         if not (a.store / "archsep.db").is_file():
             raise ArchsepError(f"store: {a.store} holds no archsep.db (the search's --out)")
+        search = without_unused(exp, a.scale, sweep, a.store)[0].search
+        assert search is not None
         with open_store(a.store, create=False) as st:
             by_id = {r.run_id: r for r in st.results()}
     except (ArchsepError, ValueError, KeyError) as e:
