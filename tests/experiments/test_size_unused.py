@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from archsep.cli import main
 from archsep.experiments import EXPERIMENTS
+from archsep.experiments.paper_a.lookup import LookupFig2
 from archsep.experiments.reproduce import reproduce
-from archsep.experiments.size_search import SEARCH
+from archsep.experiments.size_search import SEARCH, SearchScale
 from archsep.experiments.size_unused import unused
 from archsep.runs.launch import Launch
 from archsep.store import open_store
@@ -48,12 +49,24 @@ def test_a_control_not_decided_yet_leaves_nothing_out():
     assert _unused("lookup-fig2", {}, (20,), [("LSTM", 200)], missing=(("LSTM", 20),)) == []
 
 
-def test_a_cell_no_claim_reads_is_the_figures_and_trains():
-    """Lookup's claims read the longest length; a length between (here 50, with 20 and 400
-    finished) is read by none, so it is not "unusable" but the figure's: it trains even where
-    the arm's control failed."""
-    done = (20, 400)
-    assert _unused("lookup-fig2", {("LSTM", 20): 0.5}, done, [("LSTM", 50)], missing=(("LSTM", 400),)) == []
+class _LongestOnly(LookupFig2):
+    """Lookup with its search's claims at the longest length alone (its rule before 2026-12-07)."""
+
+    def claims(self, table: dict, s):
+        if isinstance(s, SearchScale) and len(s.Ns) >= 2:
+            return self.versus(s, s.tf, s.families)
+        return super().claims(table, s)
+
+
+def test_a_cell_no_claim_reads_is_the_figures_and_trains(registered):
+    """Where a preset's claims read the longest length alone, a length between (here 50, with 20
+    and 400 finished) is read by none, so it is not "unusable" but the figure's: it trains even
+    where the arm's control failed. Lookup's search claims at every length (since 2026-12-07), so
+    there the same cell is read, by claims that cannot reach a verdict: left out."""
+    registered(EXPERIMENTS, "lookup-longest", _LongestOnly)
+    done, failed = (20, 400), {("LSTM", 20): 0.5}
+    assert _unused("lookup-longest", failed, done, [("LSTM", 50)], missing=(("LSTM", 400),)) == []
+    assert _unused("lookup-fig2", failed, done, [("LSTM", 50)], missing=(("LSTM", 400),)) == [("LSTM", 50)]
 
 
 def test_a_failed_arm_that_another_arms_claim_compares_with_still_trains():

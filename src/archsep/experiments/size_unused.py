@@ -7,7 +7,8 @@ N = 200: about 19 of its 67 core-hours, `--dry-run`). So a search scale leaves o
 and says so in its summary, where the claims show it: probed, not assumed. A cell is left out when
 
 - some claim reads it (its text changes with the cell's result: a cell no claim reads, e.g. a
-  length between the shortest and the longest of lookup's, is the figure's, and trains), and
+  length between the shortest and the longest where a preset claims at the longest alone, is
+  the figure's, and trains; lookup's search claims at every length), and
 - no claim's verdict changes with it: the same verdicts whether the cell is missing or scores
   0 or 1, whatever the cells not finished yet score (each of 0, 0.5 and 1, at the shortest length
   and at the others independently). A control not decided yet is one of those: filled at 1 it
