@@ -28,11 +28,10 @@ QUEUE = [(f"{c.what} (issue {c.issue})" + (f", command {i + 1} of {len(c.command
 # what a session with a lent GPU runs first (scripts/device/): (what, the dry run's arguments, the
 # store it is priced against, the device command); its runs imported into that store spare the cores
 GPU_FIRST = [
-    ("lookup search with ties, N = 200 (issue 52; import its search.jsonl into lookup-search-ties)",
-     "reproduce lookup-fig2 --scale search-ties --at 200", "lookup-search-ties",
-     "SCALE=search-ties AT=200 FROM='docs/results/lookup-fig2-search/runs.jsonl"
-     " docs/results/lookup-fig2-search-ties/runs.jsonl docs/results/in-flight/lookup-search-ties.jsonl'"
-     " bash scripts/device/lookup_search.sh 540"),
+    ("mamba-width search, N = 100 (issue 52; import its search.jsonl into mamba-width-search)",
+     "reproduce mamba-width --scale search --at 100", "mamba-width-search",
+     "PRESET=mamba-width SCALE=search AT=100 FROM='docs/results/mamba-width-search/runs.jsonl"
+     " docs/results/in-flight/mamba-width-search.jsonl' bash scripts/device/lookup_search.sh 540"),
 ]
 TOTAL = re.compile(r"total: .*?\(([\d.]+) (h|min) of one core\); on one H100 \(modelled\) about ([\d.]+) (h|min|s)")
 ESTIMATE = re.compile(r"estimate: .*?\(([\d.]+) (h|min) of one core\)")

@@ -69,7 +69,7 @@ def test_a_damaged_cells_file_or_an_unknown_cell_is_one_line(tmp_path, capsys):
         mod.read_cells(bad)
     assert mod.main(["resume", "no-such-cell"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "lookup-search-ties" in err[0]  # names the cells there are
+    assert len(err) == 1 and "mamba-width-search" in err[0]  # names the cells there are
 
 
 def test_resume_imports_a_cells_runs_and_checkpoints_and_carry_then_changes_nothing(tmp_path, monkeypatch, capsys):
