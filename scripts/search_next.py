@@ -22,19 +22,21 @@ from pathlib import Path
 
 from archsep.config import RunConfig
 from archsep.errors import ArchsepError
-from archsep.experiments import EXPERIMENTS
 from archsep.experiments.reproduce import without_unused
-from archsep.experiments.size_search import SearchScale, search_sweep
+from archsep.experiments.size_search import search_sweep
 from archsep.results import RunResult
 from archsep.store import open_store
 from archsep.sweeps.search import Search, stage_rung, walk
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from search_ties import search_scale  # noqa: E402  (the script beside this one)
 
 
 def missing(search: Search, by_id: dict[str, RunResult]) -> list[tuple[str, str, RunConfig]]:
     """(cell name, stage, config) of every run the search trains next over these results: a cell
     stops at the first rung it lacks runs at (winners' seeds after the rungs). Best first: ordered
     by each trial's place in its cell's ranking at the rung before (the first rung's and the
-    winners' as the walk asks for them), then by cell."""
+    winners' runs have none: first), then in the walk's order, cell by cell."""
     asked: list[tuple[str, RunConfig]] = []
 
     def fetch(cfgs: list[RunConfig], stage: str = "") -> list[RunResult | None]:
@@ -55,8 +57,7 @@ def missing(search: Search, by_id: dict[str, RunResult]) -> list[tuple[str, str,
         c, t = where[cfg.run_id]
         before = w.rungs.get(c) or []
         ranked = before[-1]["ranked"] if before and stage_rung(stage) is not None else []
-        place = ranked.index(t) if t in ranked else i
-        out.append(((place, c, i), search.cells[c].name, stage, cfg))
+        out.append(((ranked.index(t) if t in ranked else 0, i), search.cells[c].name, stage, cfg))
     return [(name, stage, cfg) for _, name, stage, cfg in sorted(out, key=lambda x: x[0])]
 
 
@@ -72,12 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="list them, train nothing")
     a = ap.parse_args(argv)
     try:
-        if a.preset not in EXPERIMENTS.names():
-            raise ArchsepError(f"preset: '{a.preset}' is not one; allowed: {', '.join(sorted(EXPERIMENTS.names()))}")
-        exp = EXPERIMENTS.get(a.preset)()
-        scale = exp.scale(a.scale)
-        if not isinstance(scale, SearchScale):
-            raise ArchsepError(f"scale: {a.preset} --scale {a.scale} is not a search")
+        exp, scale = search_scale(a.preset, a.scale)
         try:
             at = [int(x) for x in a.at.split(",")]
         except ValueError:

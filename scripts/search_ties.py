@@ -14,12 +14,23 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from typing import Any
 
 from archsep.errors import ArchsepError
 from archsep.experiments import EXPERIMENTS
 from archsep.experiments.size_search import SearchScale, search_sweep
 from archsep.store import open_store
 from archsep.sweeps.search import replay
+
+
+def search_scale(preset: str, scale: str) -> tuple[Any, SearchScale]:
+    """The preset's experiment and its scale `scale`, which must be a search (ArchsepError: one
+    line naming the field; an unknown preset's names the allowed ones)."""
+    exp = EXPERIMENTS.get(preset)()
+    s = exp.scale(scale)
+    if not isinstance(s, SearchScale):
+        raise ArchsepError(f"scale: {preset} --scale {scale} is not a search")
+    return exp, s
 
 
 def main() -> int:
@@ -31,11 +42,8 @@ def main() -> int:
     ap.add_argument("--at", default="", help="lengths, e.g. 20,50 (default: every length of the scale)")
     a = ap.parse_args()
     try:
-        exp = EXPERIMENTS.get(a.preset)()
+        exp, scale = search_scale(a.preset, a.scale)
         at = [int(x) for x in a.at.split(",") if x] or None
-        scale = exp.scale(a.scale)
-        if not isinstance(scale, SearchScale):
-            raise ArchsepError(f"scale: {a.preset} --scale {a.scale} is not a search")
         search = search_sweep(a.preset, a.scale, scale, at).search
         assert search is not None
         with open_store(a.store, create=False) as st:
