@@ -4,6 +4,7 @@ properties of the recurrent contract are `archsep.testing`'s (tests/models/test_
 from __future__ import annotations
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from archsep.models import make_model_config
 
@@ -40,3 +41,20 @@ def assert_stack_matches(models, xs) -> None:
         y.square().sum().backward()
         for name, p in m.named_parameters():
             torch.testing.assert_close(stack.params[name].grad[k], p.grad, rtol=1e-4, atol=1e-5)
+
+
+class Ops(TorchDispatchMode):
+    """The aten ops a computation runs, and the shapes of the tensors they make."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+        self.shapes: list[tuple[int, ...]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.names.append(str(func))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.shapes.append(tuple(t.shape))
+        return out

@@ -8,7 +8,6 @@ import itertools
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from archsep.config import RunConfig, TrainConfig
 from archsep.engine.planning import _count_step, estimate_memory
@@ -18,6 +17,8 @@ from archsep.models import make_model_config
 from archsep.models import attention
 from archsep.models.attention import use_attention
 from archsep.tasks.base import TaskSpec
+
+from mixer_util import Ops
 
 L = 13
 LAST = TaskSpec(input="tokens", input_dim=11, seq_len=L, output_dim=7, readout="last")
@@ -30,23 +31,6 @@ def x_for(spec: TaskSpec, B: int = 6, seed: int = 0) -> torch.Tensor:
     if spec.input == "tokens":
         return torch.randint(0, spec.input_dim, (B, spec.seq_len), generator=g)
     return torch.randn(B, spec.seq_len, spec.input_dim, generator=g) * 2
-
-
-class Ops(TorchDispatchMode):
-    """The aten ops a computation runs, and the shapes of the tensors they make."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-        self.shapes: list[tuple[int, ...]] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        self.names.append(str(func))
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor):
-                self.shapes.append(tuple(t.shape))
-        return out
 
 
 def pair(arch: str, spec: TaskSpec, prune: bool = False, **params):
@@ -209,7 +193,8 @@ def test_step_flops_count_the_attention_as_before():
     orders and stacks runs) must still include the attention, as it did before."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    cfg = RunConfig("index-lookup", "tf-preln", {"N": 30}, {"layers": 1, "width": 16, "heads": 2},
+    # two layers: a pruned one-layer model's only attention is the factored last query, no kernel
+    cfg = RunConfig("index-lookup", "tf-preln", {"N": 30}, {"layers": 2, "width": 16, "heads": 2},
                     TrainConfig(batch_size=8))
     task = cfg.build_task()
     counts = {}

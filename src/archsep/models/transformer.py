@@ -4,6 +4,7 @@ readout at every position (the task picks the query position). Causal or bidirec
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,6 +34,7 @@ class SelfAttention(nn.Module):
         self.heads, self.causal = heads, causal
         self.rope, self.alibi = positions == "rope", positions == "alibi"
         self.attention_impl = "fused"  # or "explicit": same math (see models.attention)
+        self.last_form = "factored"  # or "projected": same math (see `_last`); an implementation switch
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
 
@@ -66,18 +68,39 @@ class SelfAttention(nn.Module):
         return self.proj(y.transpose(1, 2).flatten(2))  # (B, L, W)
 
     def _last(self, h: torch.Tensor) -> torch.Tensor:
-        """The output at the last position only: its query against every key (B, 1, W)."""
+        """The output at the last position only: its query against every key (B, 1, W).
+
+        "factored" (without RoPE) never projects the L keys and values: per head, the score of
+        position j is q . (W_k x_j + b_k) = (W_k^T q) . x_j + q . b_k, and the output
+        sum_j a_j (W_v x_j + b_v) = W_v (sum_j a_j x_j) + b_v (the weights sum to one), so the
+        (B, L, W) x (W, 2W) projection becomes two (B, H, L) x W products: for TF-(1,256) with
+        4 heads at N = 100, 64 times fewer multiply-adds in that part (benchmarks/last_query.py).
+        "projected" is the same math with the keys and values made; RoPE rotates each key by its
+        position, so it is always projected. The two agree to float32 rounding
+        (tests/models/test_last_query.py)."""
         B, L, W = h.shape
-        dh = W // self.heads
-        wq, wkv = self.qkv.weight.split([W, 2 * W])
-        bq, bkv = self.qkv.bias.split([W, 2 * W])
-        q = nn.functional.linear(h[:, -1:], wq, bq).view(B, 1, self.heads, dh).transpose(1, 2)  # (B, H, 1, dh)
-        k, v = nn.functional.linear(h, wkv, bkv).view(B, L, 2, self.heads, dh).permute(2, 0, 3, 1, 4)
-        q, k, bias = self._positioned(q, k)
-        # the last position sees every key: no mask (a causal flag would align the one query
-        # with the first key and hide the rest)
-        y = attend(q, k, v, causal=False, impl=self.attention_impl, bias=bias)  # (B, H, 1, dh)
-        return self.proj(y.transpose(1, 2).flatten(2))
+        H, dh = self.heads, W // self.heads
+        wq, wk, wv = self.qkv.weight.split(W)  # (W, W) each: rows head-major, as `_qkv` splits them
+        bq, bk, bv = self.qkv.bias.split(W)
+        if self.last_form == "projected" or self.rope:
+            q = nn.functional.linear(h[:, -1:], wq, bq).view(B, 1, H, dh).transpose(1, 2)  # (B, H, 1, dh)
+            k, v = nn.functional.linear(h, torch.cat([wk, wv]), torch.cat([bk, bv])).view(
+                B, L, 2, H, dh).permute(2, 0, 3, 1, 4)  # (B, H, L, dh) each
+            q, k, bias = self._positioned(q, k)
+            # the last position sees every key: no mask (a causal flag would align the one query
+            # with the first key and hide the rest)
+            y = attend(q, k, v, causal=False, impl=self.attention_impl, bias=bias)  # (B, H, 1, dh)
+            return self.proj(y.transpose(1, 2).flatten(2))
+        q = nn.functional.linear(h[:, -1], wq, bq).view(B, H, dh).transpose(0, 1)  # (H, B, dh)
+        u = (q @ wk.view(H, dh, W)).transpose(0, 1)  # (B, H, W): W_k^T q per head
+        s = u @ h.transpose(1, 2) + (q @ bk.view(H, dh, 1)).transpose(0, 1)  # (B, H, L)
+        s = s / math.sqrt(dh)
+        if self.alibi:
+            pos = torch.arange(L, device=h.device)
+            s = s + alibi_bias(H, pos[L - 1:], pos)[:, 0].to(s.dtype)  # (H, L)
+        z = (s.softmax(-1) @ h).transpose(0, 1)  # (H, B, W): per head, the weighted mean of the inputs
+        y = (z @ wv.view(H, dh, W).transpose(1, 2)).transpose(0, 1) + bv.view(H, dh)  # (B, H, dh)
+        return self.proj(y.reshape(B, 1, W))  # (B, 1, W)
 
 
 class SwiGLU(nn.Module):
