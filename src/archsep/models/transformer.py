@@ -84,7 +84,7 @@ class SelfAttention(nn.Module):
         bq, bk, bv = self.qkv.bias.split(W)
         if self.last_form == "projected" or self.rope:
             q = nn.functional.linear(h[:, -1:], wq, bq).view(B, 1, H, dh).transpose(1, 2)  # (B, H, 1, dh)
-            k, v = nn.functional.linear(h, torch.cat([wk, wv]), torch.cat([bk, bv])).view(
+            k, v = nn.functional.linear(h, self.qkv.weight[W:], self.qkv.bias[W:]).view(
                 B, L, 2, H, dh).permute(2, 0, 3, 1, 4)  # (B, H, L, dh) each
             q, k, bias = self._positioned(q, k)
             # the last position sees every key: no mask (a causal flag would align the one query
