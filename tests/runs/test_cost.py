@@ -1,6 +1,8 @@
 """The cost model behind --dry-run: what it counts, and that a dry run runs and creates nothing."""
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import sys
 
@@ -179,6 +181,26 @@ def test_extrapolation_is_linear_in_flops_and_never_shrinks():
     assert abs(sc.cpu_s - 4.0) < 1e-12 and abs(sc.eval_s - 0.4) < 1e-12 and sc.ops == 80 and sc.flops == 400.0
     noisy = cost._extrapolate([(10, b), (20, a)], 400.0, 40)  # the longer one timed faster: proportional
     assert noisy.cpu_s >= a.cpu_s
+
+
+@pytest.mark.parametrize("arch, params", [
+    ("tf-preln", {"layers": 1, "width": 64, "heads": 1, "positions": "learned", "causal": True}),
+    ("tf-preln", {"layers": 2, "width": 32, "heads": 4, "positions": "learned", "causal": True}),
+    ("lstm", {"layers": 1, "hidden": 64}),
+], ids=["tf-1-layer", "tf-2-layer", "lstm"])
+def test_a_longer_lengths_flops_are_extrapolated_near_their_count(arch, params):
+    """Oracle: the step's FLOPs counted at N = 200 and 400. A one-layer Transformer read at its
+    last position is mostly a fixed part (its MLP and readout at one position); growth in
+    proportion to N would price it at about twice its count at N = 400."""
+    from archsep.config import RunConfig, TrainConfig
+    from archsep.engine.planning import longest_step_flops
+
+    by_N = {N: RunConfig("index-lookup", arch, {"N": N}, params, TrainConfig(batch_size=16))
+            for N in (20, 50, 100, 200, 400)}
+    est = timing._family_flops(sorted(by_N), by_N)
+    for N in (200, 400):
+        counted = longest_step_flops(by_N[N])
+        assert 0.8 * counted <= est[N] <= 1.25 * counted, (N, est[N], counted)
 
 
 def test_progress_weights_are_budget_flops_until_a_dry_run_has_timed_every_shape(monkeypatch, tmp_path):

@@ -147,7 +147,7 @@ def step_costs(configs: Sequence[RunConfig], measure: bool = True, workers: int 
     Every shape is timed and counted at its longest sequence (`sample_test`), so a family's
     lengths compare like fixed shapes. For a task trained on variable lengths the training
     step's mean is then that cost times the mean of (L / L_max)^p over the lengths training
-    draws (`_length_factor`), p the family's growth in N (in [1, 2]) through its two longest
+    draws (`_length_factor`), p the family's growth in N (in [0, 2]) through its two longest
     counted FLOPs (for FLOPs) or timed lengths (for time)."""
     cached = _read_cache()
     families: dict[str, dict[float | None, RunConfig]] = defaultdict(dict)
@@ -250,8 +250,9 @@ def _exponent(y1: float, y2: float, x1: float, x2: float) -> float:
 
 def _family_flops(Ns: list, by_N: dict, known: dict | None = None) -> dict:
     """FLOPs per length, at its longest sequence: counted at the three shortest (or taken from
-    `known`, counted before), the quadratic through them beyond (at least linear growth from the
-    longest counted)."""
+    `known`, counted before), the quadratic through them beyond (at least the line through the two
+    longest counted: a step with a fixed part, such as a one-layer Transformer read at its last
+    position, grows by its per-position part alone, not in proportion to N)."""
     known = known or {}
 
     def counted(N):
@@ -264,7 +265,7 @@ def _family_flops(Ns: list, by_N: dict, known: dict | None = None) -> dict:
     for N in Ns[3:]:
         quad = (y0 * (N - x1) * (N - x2) / ((x0 - x1) * (x0 - x2)) + y1 * (N - x0) * (N - x2) / ((x1 - x0) * (x1 - x2))
                 + y2 * (N - x0) * (N - x1) / ((x2 - x0) * (x2 - x1)))
-        out[N] = max(quad, y2 * N / x2)
+        out[N] = max(quad, y2 + (y2 - y1) / (x2 - x1) * (N - x2), y2)
     return out
 
 
