@@ -40,6 +40,7 @@ import torch
 
 from archsep.config import RunConfig, TrainConfig
 from archsep.engine.train import flush_denormals
+from archsep.models.transformer import use_last_query
 
 from _steps import add_timing_args, start_timing, time_before_after  # benchmarks/_steps.py
 
@@ -48,14 +49,6 @@ MODELS = [("dyck", "TF-(1,64)", {"layers": 1, "width": 64, "heads": 4, "position
           ("dyck", "TF-(1,256)", {"layers": 1, "width": 256, "heads": 4, "positions": "learned", "causal": True}),
           ("index-lookup", "TF-(1,64)", {"layers": 1, "width": 64, "heads": 1, "positions": "learned",
                                          "causal": True})]
-
-
-def projected(model: torch.nn.Module) -> torch.nn.Module:
-    """The same weights with the last query's keys and values projected (the form before)."""
-    for m in model.modules():
-        if hasattr(m, "last_form"):
-            m.last_form = "projected"
-    return model
 
 
 def main() -> None:
@@ -71,7 +64,7 @@ def main() -> None:
         for N in a.Ns:
             for task, label, params in MODELS:
                 cfg = RunConfig(task, "tf-preln", {"N": N}, params, TrainConfig(batch_size=64))
-                before, after = time_before_after(cfg, projected, a.steps, a.warmup)
+                before, after = time_before_after(cfg, lambda m: use_last_query(m, "projected"), a.steps, a.warmup)
                 p, f = statistics.median(before), statistics.median(after)
                 print(f"{task:<13} {label:<11} {N:>4} {params['heads']:>5} {1e3 * p:>13.1f} {1e3 * f:>12.1f} "
                       f"{p / f:>5.2f}x", flush=True)

@@ -58,3 +58,15 @@ class Ops(TorchDispatchMode):
             if isinstance(t, torch.Tensor):
                 self.shapes.append(tuple(t.shape))
         return out
+
+
+def assert_same(a_model, b_model, x) -> None:
+    """Two forms of the same weights give the same outputs and gradients on x (float32 rounding)."""
+    a, b = a_model(x), b_model(x)
+    assert a.shape == b.shape
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    a.square().sum().backward()
+    b.square().sum().backward()
+    for (n, pa), (_, pb) in zip(a_model.named_parameters(), b_model.named_parameters()):
+        assert pa.grad is not None, n
+        torch.testing.assert_close(pa.grad, pb.grad, rtol=1e-4, atol=1e-5, msg=n)

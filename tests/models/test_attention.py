@@ -18,7 +18,7 @@ from archsep.models import attention
 from archsep.models.attention import use_attention
 from archsep.tasks.base import TaskSpec
 
-from mixer_util import Ops
+from mixer_util import Ops, assert_same
 
 L = 13
 LAST = TaskSpec(input="tokens", input_dim=11, seq_len=L, output_dim=7, readout="last")
@@ -42,17 +42,6 @@ def pair(arch: str, spec: TaskSpec, prune: bool = False, **params):
         fused.prune_to_readout()
         explicit.prune_to_readout()
     return fused, explicit
-
-
-def assert_same(fused, explicit, x):
-    a, b = fused(x), explicit(x)
-    assert a.shape == b.shape
-    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-    a.square().sum().backward()
-    b.square().sum().backward()
-    for (n, pa), (_, pb) in zip(fused.named_parameters(), explicit.named_parameters()):
-        assert pa.grad is not None, n
-        torch.testing.assert_close(pa.grad, pb.grad, rtol=1e-4, atol=1e-5, msg=n)
 
 
 PRELN = [dict(layers=layers, heads=heads, causal=causal, **extra)

@@ -103,6 +103,19 @@ class SelfAttention(nn.Module):
         return self.proj(y.reshape(B, 1, W))  # (B, 1, W)
 
 
+LAST_FORMS = ("factored", "projected")
+
+
+def use_last_query(model: nn.Module, form: str) -> nn.Module:
+    """Set how every attention layer in `model` computes a pruned last query ("factored" or
+    "projected", `SelfAttention._last`; the outputs are the same to rounding). Returns the model."""
+    check(form in LAST_FORMS, "last_form", f"must be one of {', '.join(LAST_FORMS)}, got {form!r}")
+    for m in model.modules():
+        if isinstance(m, SelfAttention):
+            m.last_form = form
+    return model
+
+
 class SwiGLU(nn.Module):
     """The gated MLP of LLaMA-style blocks: W2 (SiLU(x W1) * x W3)."""
 
