@@ -10,6 +10,7 @@ import itertools
 import pytest
 import torch
 
+from archsep.errors import ArchsepError
 from archsep.models import make_model_config
 from archsep.models.transformer import use_last_query
 from archsep.tasks.base import TaskSpec
@@ -71,8 +72,6 @@ def test_rope_stays_projected():
 
 @pytest.mark.parametrize("bad", ["Factored", "", None, "fused"])
 def test_use_last_query_rejects_unknown_forms(bad):
-    from archsep.errors import ArchsepError
-
     model, _ = forms(layers=1, heads=2)
     with pytest.raises(ArchsepError, match="last_form"):
         use_last_query(model, bad)
